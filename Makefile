@@ -1,0 +1,33 @@
+# ninfer-convert: set-up and everyday commands. `make demo` and `make test` work on a fresh machine.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup test demo bench lint fuzz regress clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+test: setup
+	$(BIN)/python -m pytest -m "not slow"
+
+demo: setup
+	$(BIN)/python -m converters.demo
+
+bench: setup
+	$(BIN)/python -m bench
+
+fuzz: setup
+	$(BIN)/python -m pytest -m slow tests
+
+lint: setup
+	$(BIN)/ruff check ninfer_core converters tinymodels tests
+
+clean:
+	rm -rf out bench/work

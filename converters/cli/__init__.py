@@ -1,0 +1,58 @@
+"""The ``convert`` command line (typer + rich).
+
+Each command lives in its own module under ``converters/cli/`` and registers itself on :data:`app`
+through :func:`converters.cli.output.command`. This module only assembles them and runs the one error
+table: our typed errors (:class:`ninfer_core.errors.NinferError`, which the converters' errors extend)
+become one line on stderr and exit code 1 (2 for usage); anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from converters.cli.output import app, report_error
+
+# The command modules, in help order. Adding a command = adding its module name here.
+COMMAND_MODULES = (
+    "repack",
+)
+
+
+def _load_commands() -> None:
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"converters.cli.{name}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``convert`` console script."""
+    from ninfer_core.errors import NinferError
+
+    _load_commands()
+    try:
+        app(args=argv, standalone_mode=False)
+    except NinferError as exc:
+        report_error(exc)
+        return 1
+    except KeyboardInterrupt:
+        report_error("interrupted")
+        return 130
+    except SystemExit as exc:  # typer/click exits (usage errors, --help)
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    except Exception as exc:
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            return exc.exit_code
+        if isinstance(exc, click.exceptions.Abort):
+            report_error("aborted")
+            return 130
+        if isinstance(exc, click.exceptions.Exit):
+            return exc.exit_code
+        raise
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
