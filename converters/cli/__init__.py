@@ -14,8 +14,7 @@ import sys
 from converters.cli.output import app, report_error
 
 # The command modules, in help order. Adding a command = adding its module name here.
-COMMAND_MODULES = (
-    "repack",
+COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
