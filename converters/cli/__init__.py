@@ -15,6 +15,7 @@ from converters.cli.output import app, report_error
 
 # The command modules, in help order. Adding a command = adding its module name here.
 COMMAND_MODULES: tuple[str, ...] = (
+    "version",
 )
 
 
@@ -24,32 +25,17 @@ def _load_commands() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``convert`` console script."""
+    """Entry point of the ``convert`` console script: runs the app, maps our typed errors to exit 1."""
     from ninfer_core.errors import NinferError
 
     _load_commands()
     try:
-        app(args=argv, standalone_mode=False)
+        app(args=argv, standalone_mode=True)
+    except SystemExit as exc:  # typer's own exits: --help, usage errors (2), Ctrl-C (1)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except NinferError as exc:
         report_error(exc)
         return 1
-    except KeyboardInterrupt:
-        report_error("interrupted")
-        return 130
-    except SystemExit as exc:  # typer/click exits (usage errors, --help)
-        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
-    except Exception as exc:
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            return exc.exit_code
-        if isinstance(exc, click.exceptions.Abort):
-            report_error("aborted")
-            return 130
-        if isinstance(exc, click.exceptions.Exit):
-            return exc.exit_code
-        raise
     return 0
 
 
