@@ -88,3 +88,8 @@ def byte_progress(disable: bool = False) -> Progress:
         disable=disable,
         transient=False,
     )
+
+
+@app.callback()
+def _root() -> None:
+    """Convert GGUF / safetensors Qwen checkpoints into NInfer v3 artifacts, and prove them right."""
