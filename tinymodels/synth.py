@@ -1,0 +1,105 @@
+"""Deterministic float "ground truth" values for generated checkpoints.
+
+Every tensor is described by a :class:`TensorSpec` (HF name, HF shape, initialiser). Its values are
+drawn row block by row block: block ``b`` (``ROW_BLOCK`` rows along axis 0) comes from
+``numpy.random.default_rng([seed, crc32(name), b])``, so any row range of any tensor can be produced
+on its own, in any order, without holding the tensor (the 4 GiB benchmark models are streamed).
+
+Rules that make the values useful as a test reference:
+
+- **bf16-exact.** Values are rounded to bfloat16 (round to nearest even, gguf-py's ``BF16`` codec,
+  which matches ``ggml_compute_fp32_to_bf16``) and magnitudes below 2**-14 are flushed to 0, so the
+  same numbers are exactly representable in BF16, F16 and F32: an HF directory written in any of
+  these dtypes and a GGUF written in F32/F16/BF16 hold the reference bit for bit, and llama.cpp's
+  ``w + 1`` norm shift (done in float32) is exactly invertible.
+- **Order-sensitive.** Matrix rows carry a row-dependent scale (``0.5 + (r + 0.5) / rows``) on top of
+  the noise, so per-row norms are distinct and increasing; a swapped row or head changes values and
+  norms even when every size is right.
+- **Architecture-plausible.** Zero-centred norms (Qwen3.5 ``x̂·(1+w)``) are drawn around 0, plain
+  and gated norms around 1, ``A_log = log(U(1, 16))`` (transformers draws ``A`` from ``U(0.01, 16)``),
+  ``dt_bias`` around 1 (transformers initialises it to ones), linear layers at ``1/sqrt(in)``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+from gguf import GGMLQuantizationType
+from gguf.quants import dequantize, quantize
+
+ROW_BLOCK = 256
+F16_MIN_NORMAL = 2.0**-14
+
+INITS = ("linear", "embedding", "norm_zero", "norm_one", "conv", "a_log", "dt_bias")
+
+
+def round_bf16(x: np.ndarray) -> np.ndarray:
+    """Round float32 values to the nearest bfloat16 (ties to even), returned as float32."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    return dequantize(quantize(x, GGMLQuantizationType.BF16), GGMLQuantizationType.BF16).reshape(x.shape)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One HF tensor: name, shape (HF order, rows first) and initialiser (one of ``INITS``)."""
+
+    name: str
+    shape: tuple[int, ...]
+    init: str
+
+    def __post_init__(self) -> None:
+        if self.init not in INITS:
+            raise ValueError(f"{self.name}: unknown initialiser {self.init!r}")
+
+    @property
+    def rows(self) -> int:
+        return self.shape[0]
+
+    @property
+    def row_size(self) -> int:
+        return int(np.prod(self.shape[1:], dtype=np.int64)) if len(self.shape) > 1 else 1
+
+    @property
+    def size(self) -> int:
+        return self.rows * self.row_size
+
+    def values(self, seed: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """The float32 values of rows ``[start, stop)`` with shape ``(stop - start, *shape[1:])``."""
+        stop = self.rows if stop is None else stop
+        if not 0 <= start <= stop <= self.rows:
+            raise ValueError(f"{self.name}: row range [{start}, {stop}) outside 0..{self.rows}")
+        first, last = start // ROW_BLOCK, (stop + ROW_BLOCK - 1) // ROW_BLOCK
+        blocks = [self._block(seed, b) for b in range(first, last)]
+        rows = np.concatenate(blocks, axis=0) if blocks else np.empty((0, self.row_size), np.float32)
+        rows = rows[start - first * ROW_BLOCK : stop - first * ROW_BLOCK]
+        return rows.reshape((stop - start, *self.shape[1:]))
+
+    def _block(self, seed: int, block: int) -> np.ndarray:
+        lo = block * ROW_BLOCK
+        hi = min(lo + ROW_BLOCK, self.rows)
+        rng = np.random.default_rng([seed, zlib.crc32(self.name.encode()), block])
+        shape = (hi - lo, self.row_size)
+        if self.init == "a_log":
+            raw = np.log(rng.uniform(1.0, 16.0, size=shape)).astype(np.float32)
+        else:
+            raw = rng.standard_normal(size=shape, dtype=np.float32)
+            raw = _shape_noise(raw, self.init, self.shape, lo, hi)
+        raw = round_bf16(raw)
+        return np.where(np.abs(raw) < F16_MIN_NORMAL, np.float32(0), raw)
+
+
+def _shape_noise(noise: np.ndarray, init: str, shape: tuple[int, ...], lo: int, hi: int) -> np.ndarray:
+    """Scale and shift standard-normal noise for rows ``[lo, hi)`` of a tensor of ``shape``."""
+    if init in ("linear", "embedding"):
+        row_scale = 0.5 + (np.arange(lo, hi, dtype=np.float32) + 0.5) / shape[0]
+        fan_in = shape[1] if init == "linear" else 1
+        return noise * (row_scale[:, None] / np.float32(np.sqrt(fan_in)))
+    if init == "norm_zero":
+        return noise * np.float32(0.1)
+    if init == "norm_one":
+        return np.float32(1.0) + noise * np.float32(0.1)
+    if init == "conv":
+        return noise * np.float32(0.4)
+    return np.float32(1.0) + noise * np.float32(0.3)  # dt_bias
