@@ -1,0 +1,162 @@
+"""The one surface every source shares: :class:`Source` and :class:`SourceTensor`.
+
+A source is a GGUF file, a safetensors file or an HF checkpoint directory. It knows no architecture
+(style-exemplars "Source readers that know no architecture"): it lists tensors with their declared type,
+logical shape and byte range, memory-maps payloads (``raw``) and decodes them to float32 (``array``).
+Headers are indexed eagerly by the strict parsers; payloads are never read until asked for.
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from converters.errors import SourceError
+from converters.sources.fileio import OpenFile, os_error
+
+
+@dataclass(frozen=True)
+class SourceTensor:
+    """One tensor as its source declares it.
+
+    ``dtype`` is the GGML type name for GGUF (``AMBIGUOUS_<id>`` / ``UNKNOWN_<id>`` where the id does not
+    fix a name; ``Q2_0`` for a resolved id 42, with ``block``) or the safetensors dtype string; ``shape``
+    is the logical row-major shape (GGUF dims reversed); ``dims`` the raw GGUF fastest-first dims
+    (``None`` for safetensors); ``byte_length`` is ``None`` where the declaration does not fix it.
+    ``read_type``/``read_length`` are what :meth:`Source.raw` and :meth:`Source.array` use: equal to
+    ``dtype``/``byte_length`` where those are known, else the modern-ggml layout when the source was
+    allowed to assume it (``basis`` says which), else ``None``.
+    """
+
+    name: str
+    dtype: str
+    type_id: int | None
+    shape: tuple[int, ...]
+    dims: tuple[int, ...] | None
+    file: Path
+    file_offset: int
+    byte_length: int | None
+    block: tuple[int, int] | None = None
+    storage_validation: str = "consistent"
+    read_type: str | None = None
+    read_length: int | None = None
+    basis: str = "declared"
+    index: int = 0
+
+    @property
+    def elements(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+class FileMap:
+    """A lazily created read-only memory map of one open file (zero-copy tensor slices)."""
+
+    def __init__(self, f: OpenFile) -> None:
+        self.f = f
+        self._mm: mmap.mmap | None = None
+        self._arr: np.ndarray | None = None
+
+    def slice(self, offset: int, length: int) -> np.ndarray:
+        if length == 0:
+            return np.zeros(0, dtype=np.uint8)
+        if offset < 0 or offset + length > self.f.size:
+            raise SourceError(f"range [{offset}, {offset + length}) outside the file ({self.f.size} bytes)",
+                              file=str(self.f.path), rule="range_in_file")
+        if self._arr is None:
+            try:
+                self._mm = mmap.mmap(self.f.fd, 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError) as exc:
+                if isinstance(exc, OSError):
+                    raise os_error(exc, self.f.path, "memory-map the file") from None
+                raise SourceError(f"cannot memory-map the file: {exc}", file=str(self.f.path),
+                                  code="execution_failure", category="io_error") from None
+            self._arr = np.frombuffer(self._mm, dtype=np.uint8)
+        return self._arr[offset:offset + length]
+
+    def close(self) -> None:
+        self._arr = None
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:  # a caller still holds a view; the map closes when it is released
+                pass
+            self._mm = None
+
+
+class Source:
+    """Base of GGUF, safetensors and HF sources (a context manager).
+
+    Subclasses set ``kind``, ``path``, ``tensors`` (in file or directory order) and implement
+    ``metadata``, ``identity``, ``close`` and the memory map lookup.
+    """
+
+    kind = ""
+
+    def __init__(self, path) -> None:
+        self.path = Path(path)
+        self.tensors: dict[str, SourceTensor] = {}
+        # explicit layout assumptions made to read historically ambiguous GGML types (for provenance)
+        self.layout_assumptions: list[dict] = []
+
+    @property
+    def metadata(self) -> Mapping:
+        raise NotImplementedError
+
+    def tensor(self, name: str) -> SourceTensor:
+        try:
+            return self.tensors[name]
+        except KeyError:
+            raise SourceError(f"no tensor named {name!r}", file=str(self.path), json_path=name,
+                              rule="tensor_exists") from None
+
+    def raw(self, name: str) -> np.ndarray:
+        """The tensor's bytes as a zero-copy ``uint8`` view of the memory-mapped file."""
+        t = self.tensor(name)
+        if t.read_length is None:
+            raise SourceError(
+                f"the byte length of {t.dtype} (type id {t.type_id}) is not fixed by the declaration "
+                f"(storage_validation {t.storage_validation}, basis {t.basis}); it cannot be read",
+                file=str(t.file), json_path=name, rule="storage_length_known")
+        return self._map_for(t).slice(t.file_offset, t.read_length)
+
+    def array(self, name: str) -> np.ndarray:
+        """The tensor decoded to float32 in its logical row-major shape."""
+        from converters.sources.decode import decode_tensor
+
+        t = self.tensor(name)
+        return decode_tensor(t, self.raw(name), big_endian=self._big_endian(t))
+
+    def identity(self) -> dict:
+        raise NotImplementedError
+
+    def _map_for(self, t: SourceTensor) -> FileMap:
+        raise NotImplementedError
+
+    def _big_endian(self, t: SourceTensor) -> bool:
+        return False
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def file_identity(f: OpenFile, header_sha256: str, header_length: int) -> dict:
+    """The provenance identity of one open source file."""
+    import datetime
+
+    ident = f.identity
+    mtime = datetime.datetime.fromtimestamp(ident.mtime_ns / 1e9, tz=datetime.UTC).isoformat()
+    return {"path": str(f.path.resolve()), "size": ident.size, "mtime": mtime, "mtime_ns": ident.mtime_ns,
+            "dev": ident.dev, "ino": ident.ino, "header_sha256": header_sha256, "header_length": header_length}
