@@ -1,0 +1,213 @@
+"""Writing one artifact's file set: temporaries, positioned writes, coverage, publish (§3, §11.4).
+
+A :class:`FileSetWriter` receives a final :class:`~ninfer_core.container.planner.FilePlan`. It creates
+one hidden temporary per file in the target directory (exclusive create), sets each to its exact final
+length (a sparse file: unwritten bytes read as zero, which is what the alignment zones and object gaps
+must hold), writes the headers and the padded JSON, then accepts payload bytes at any logical offset,
+from any thread: a logical range is mapped to files exactly as a reader maps it (§11.2) and written
+with ``os.pwrite``. :meth:`commit` checks that the required logical ranges were fully written, flushes
+(``fsync``) the files, publishes the parts first and the entry last without ever replacing an existing
+name, and flushes the directory. :meth:`abort` (called on any failure, ``KeyboardInterrupt``
+included) waits for in-flight writes, closes and removes every temporary and any part already
+published without its entry.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+import weakref
+from pathlib import Path
+
+from ninfer_core.container.framing import PAGE, EntryHeader, PartHeader
+from ninfer_core.container.planner import FilePlan
+from ninfer_core.container.tempfiles import fsync_directory, new_token, publish_noreplace, temp_name
+from ninfer_core.errors import ArtifactExistsError, WriterError
+
+log = logging.getLogger(__name__)
+
+_MAX_PWRITE = 1 << 30
+
+
+def check_targets_free(entry: Path, names: list[str | None] | tuple[str | None, ...]) -> None:
+    """Refuse (before writing anything) when the entry or any planned part name exists (§11.4)."""
+    for name in names:
+        final = entry if name is None else entry.parent / name
+        if os.path.lexists(final):
+            what = "artifact" if name is None else "continuation part"
+            raise ArtifactExistsError(f"{what} {final.name} already exists; it is never overwritten (remove it "
+                                      f"or choose another name)", file=str(final), section="§11.4",
+                                      rule="target_exists")
+
+
+class _Temps:
+    """The temporaries and published names of one writer; removing them is idempotent."""
+
+    def __init__(self) -> None:
+        self.fds: list[int] = []
+        self.paths: list[Path] = []
+        self.published: list[Path] = []
+
+    def remove(self) -> None:
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fds = []
+        for path in self.paths + self.published:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                log.warning("cannot remove %s: %s", path, exc)
+        self.paths, self.published = [], []
+
+
+class FileSetWriter:
+    """Temporaries of a planned artifact, written at logical offsets and published atomically."""
+
+    def __init__(self, entry: Path, plan: FilePlan, artifact_id: bytes, *, durable: bool = True) -> None:
+        self.entry = entry
+        self.plan = plan
+        self.artifact_id = artifact_id
+        self.durable = durable
+        self.finals = [entry if n is None else entry.parent / n for n in plan.names]
+        starts, offsets, pos = [], [], 0
+        for i, size in enumerate(plan.sizes):
+            offsets.append(pos)
+            starts.append(plan.entry_payload_start if i == 0 else PAGE)
+            pos += size
+        self._file_offsets = offsets
+        self._payload_starts = starts
+        self._cond = threading.Condition()
+        self._inflight = 0
+        self._closed = False
+        self._temps = _Temps()
+        self._finalizer = weakref.finalize(self, _Temps.remove, self._temps)
+        check_targets_free(entry, plan.names)
+        try:
+            self._create()
+        except BaseException:
+            self.abort()
+            raise
+
+    def _create(self) -> None:
+        token = new_token()
+        for i, final in enumerate(self.finals):
+            temp = final.parent / temp_name(final.name, token)
+            try:
+                fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+            except OSError as exc:
+                raise WriterError(f"cannot create temporary {temp.name}: {exc.strerror}", file=str(temp),
+                                  section="§11.4", rule="io_error") from None
+            self._temps.paths.append(temp)
+            self._temps.fds.append(fd)
+            try:
+                os.ftruncate(fd, self.plan.file_bytes(i))
+                if i == 0:
+                    head = EntryHeader(self.plan.json_bytes, self.artifact_id).pack() + self.plan.json_text
+                else:
+                    head = PartHeader(i, self.artifact_id).pack()
+                self._pwrite_all(fd, memoryview(head), 0, temp)
+            except OSError as exc:
+                raise WriterError(f"cannot prepare {temp.name}: {exc.strerror}", file=str(temp),
+                                  section="§11.4", rule="io_error") from None
+
+    @property
+    def payload_bytes(self) -> int:
+        return self.plan.payload_bytes
+
+    # ---- positioned writes (§11.2 mapping, in reverse) -------------------------------------------
+
+    def write_at(self, offset: int, data: memoryview) -> None:
+        """Write ``data`` at logical payload ``offset`` (any thread, any order)."""
+        end = offset + len(data)
+        if offset < 0 or end > self.plan.payload_bytes:
+            raise WriterError(f"write [{offset}, {end}) is outside the payload [0, {self.plan.payload_bytes})",
+                              file=str(self.entry), section="§11.2", rule="write_range")
+        i = bisect.bisect_right(self._file_offsets, offset) - 1
+        pos = offset
+        while pos < end:
+            f_end = self._file_offsets[i] + self.plan.sizes[i]
+            b = min(end, f_end)
+            if b > pos:
+                file_offset = self._payload_starts[i] + (pos - self._file_offsets[i])
+                self._guarded_write(i, data[pos - offset:b - offset], file_offset)
+                pos = b
+            i += 1
+
+    def _guarded_write(self, index: int, data: memoryview, file_offset: int) -> None:
+        with self._cond:
+            if self._closed:
+                raise WriterError("the writer was closed or aborted", file=str(self.entry), section="§11.4",
+                                  rule="writer_state")
+            self._inflight += 1
+            fd = self._temps.fds[index]
+        try:
+            self._pwrite_all(fd, data, file_offset, self._temps.paths[index])
+        finally:
+            with self._cond:
+                self._inflight -= 1
+                self._cond.notify_all()
+
+    @staticmethod
+    def _pwrite_all(fd: int, data: memoryview, file_offset: int, path: Path) -> None:
+        done = 0
+        while done < len(data):
+            try:
+                n = os.pwrite(fd, data[done:done + _MAX_PWRITE], file_offset + done)
+            except OSError as exc:
+                raise WriterError(f"write of {len(data)} bytes at offset {file_offset} failed: {exc.strerror}",
+                                  file=str(path), section="§11.4", rule="io_error") from None
+            done += n
+
+    # ---- finishing -------------------------------------------------------------------------------
+
+    def _quiesce(self) -> None:
+        with self._cond:
+            self._closed = True
+            while self._inflight:
+                self._cond.wait()
+
+    def commit(self) -> Path:
+        """Flush, check lengths, publish parts then the entry (§11.4 step 7); returns the entry path."""
+        self._quiesce()
+        try:
+            for i, fd in enumerate(self._temps.fds):
+                size = os.fstat(fd).st_size
+                if size != self.plan.file_bytes(i):
+                    raise WriterError(f"{self._temps.paths[i].name} is {size} bytes, expected "
+                                      f"{self.plan.file_bytes(i)}", file=str(self._temps.paths[i]),
+                                      section="§11.4", rule="file_length")
+                if self.durable:
+                    os.fsync(fd)
+            for fd in self._temps.fds:
+                os.close(fd)
+            self._temps.fds = []
+            order = list(range(1, len(self.finals))) + [0]  # parts first, the entry last
+            for i in order:
+                temp, final = self._temps.paths[i], self.finals[i]
+                publish_noreplace(temp, final)
+                self._temps.published.append(final)
+            if self.durable:
+                fsync_directory(self.entry.parent)
+        except BaseException:
+            self.abort()
+            raise
+        self._temps.paths, self._temps.published = [], []
+        self._finalizer.detach()
+        return self.entry
+
+    def abort(self) -> None:
+        """Stop accepting writes, wait for writes in flight, remove temporaries and unpublished parts."""
+        self._quiesce()
+        published_entry = self.entry in self._temps.published
+        if published_entry:  # the artifact is complete; only leftovers remain to remove
+            self._temps.published = []
+        self._temps.remove()
+        self._finalizer.detach()
+

@@ -1,0 +1,119 @@
+"""Temporary files of a writer, their stale-leftover cleanup, and no-overwrite publishing (§11.4).
+
+A writer creates every file of an artifact as a hidden temporary in the target directory::
+
+    .<final name>.tmp-<pid>-<token>      e.g. .model.ninfer.part-0001.tmp-4242-9f3c0a1b
+
+and publishes each by linking it to its final name, which fails if that name exists (no overwrite,
+even against a concurrent writer), then removing the temporary. A writer that dies without running
+its cleanup (``SIGKILL``, power loss) leaves temporaries behind but never a published artifact.
+:func:`cleanup_temporaries` removes the temporaries of an entry name whose writing process no longer
+exists; every :class:`~ninfer_core.ArtifactWriter` runs it for its target before starting.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+from pathlib import Path
+
+from ninfer_core.errors import ArtifactExistsError, WriterError
+
+log = logging.getLogger(__name__)
+
+
+def temp_name(final_name: str, token: str) -> str:
+    return f".{final_name}.tmp-{os.getpid()}-{token}"
+
+
+def new_token() -> str:
+    return secrets.token_hex(4)
+
+
+def _pattern(entry_name: str) -> re.Pattern:
+    return re.compile(r"\." + re.escape(entry_name) + r"(?:\.part-\d{4,})?\.tmp-(\d+)-[0-9a-f]+\Z")
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: alive, owned by someone else
+        return True
+    return True
+
+
+def stale_temporaries(entry: str | os.PathLike) -> list[Path]:
+    """Temporaries of writers of ``entry`` (any of its files) whose process has ended."""
+    entry = Path(entry)
+    pattern = _pattern(entry.name)
+    try:
+        names = os.listdir(entry.parent if str(entry.parent) else ".")
+    except OSError:
+        return []
+    out = []
+    for name in sorted(names):
+        m = pattern.match(name)
+        if m and not _process_alive(int(m.group(1))):
+            out.append(entry.parent / name)
+    return out
+
+
+def cleanup_temporaries(entry: str | os.PathLike) -> list[Path]:
+    """Remove the leftovers of dead writers of ``entry``; return what was removed.
+
+    Only hidden files named ``.<entry name>[.part-NNNN].tmp-<pid>-<hex>`` whose ``<pid>`` is not a live
+    process are touched; published files and live writers' temporaries are never removed.
+    """
+    removed = []
+    for path in stale_temporaries(entry):
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            log.warning("cannot remove stale temporary %s: %s", path, exc)
+            continue
+        log.info("removed stale temporary %s", path)
+        removed.append(path)
+    return removed
+
+
+def publish_noreplace(temp: Path, final: Path) -> None:
+    """Give ``temp`` the name ``final`` unless ``final`` exists (then :class:`ArtifactExistsError`)."""
+    try:
+        os.link(temp, final)
+    except FileExistsError:
+        raise ArtifactExistsError(f"{final.name} appeared while writing; it is not overwritten", file=str(final),
+                                  section="§11.4", rule="target_exists") from None
+    except OSError:
+        # File systems without hard links: check, then rename (a race with another writer remains possible).
+        if os.path.lexists(final):
+            raise ArtifactExistsError(f"{final.name} appeared while writing; it is not overwritten",
+                                      file=str(final), section="§11.4", rule="target_exists") from None
+        try:
+            os.rename(temp, final)
+        except OSError as exc:
+            raise WriterError(f"cannot publish {final.name}: {exc.strerror}", file=str(final), section="§11.4",
+                              rule="publish_failed") from None
+        return
+    os.unlink(temp)
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make the names published in ``directory`` durable (best effort where directories cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

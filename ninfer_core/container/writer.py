@@ -1,0 +1,343 @@
+"""The artifact writer (container spec §2.1, §2.3, §3, §5.3, §11.4).
+
+Declare, plan, write, commit::
+
+    from ninfer_core import ArtifactWriter, Binding, Component, Use
+
+    with ArtifactWriter("out/model.ninfer", components={"text": Component(config)},
+                        max_file_bytes=None) as w:
+        w.add_tensor("w.embed", (1024, 256), "bf16", "contiguous_le_v1")
+        w.add_resource("r.tokenizer", len(tokenizer_bytes))
+        w.add_binding("text/token_embedding", Binding.whole("w.embed"))
+        w.add_use(Use("text/output_head", "text/final_hidden", "A16Only"))
+        w.plan()                                   # offsets, files, JSON fixed; temporaries created
+        w.write_object("r.tokenizer", tokenizer_bytes)
+        w.write_object("w.embed", lambda: encode(...))   # any order, from any thread
+    # leaving the block publishes the artifact; an exception (Ctrl-C included) removes everything
+
+1. Declaration order is payload order (§5.3): tensors 256-aligned, resources 1-aligned; tensor sizes
+   come from the codec registry, so the layout is known before any tensor is computed.
+2. :meth:`ArtifactWriter.plan` serialises the directory, fixes the JSON reservation and the split
+   (§2.3), parses its own JSON back with the reader's checks (so it never writes a directory the
+   reader rejects), refuses existing targets and creates the temporaries.
+3. :meth:`ArtifactWriter.write_object` writes one object at its planned offset. ``data`` is a bytes-like
+   object or numpy array, an iterable of such chunks (so a large object streams in bounded memory), or
+   a callable returning either (so encoding can run in the calling worker thread). Objects may be
+   written in any order and from several threads at once.
+4. :meth:`ArtifactWriter.commit` checks that every object was written completely and publishes (see
+   :mod:`ninfer_core.container.fileset`). Same inputs and ``artifact_id`` give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ninfer_core.container import jsontext
+from ninfer_core.container.fileset import FileSetWriter, check_targets_free
+from ninfer_core.container.planner import FilePlan, place, plan_files
+from ninfer_core.container.problems import Problems
+from ninfer_core.container.records import RAW_BYTES, Binding, Component, ResourceObject, TensorObject, Use
+from ninfer_core.container.references import check_directory
+from ninfer_core.container.schema import DirectoryParser, is_valid_id
+from ninfer_core.container.tempfiles import cleanup_temporaries
+from ninfer_core.errors import SchemaError, WriterError
+
+log = logging.getLogger(__name__)
+
+ObjectData = Any  # bytes-like | np.ndarray | Iterable[bytes-like] | Callable[[], bytes-like | Iterable]
+
+
+def artifact_id_bytes(value: bytes | str | uuid.UUID | None) -> bytes:
+    """16 raw bytes from bytes, 32 hex characters or a UUID; a new UUID4 when None (§2.1)."""
+    if value is None:
+        return uuid.uuid4().bytes
+    if isinstance(value, uuid.UUID):
+        return value.bytes
+    if isinstance(value, str):
+        try:
+            raw = bytes.fromhex(value)
+        except ValueError:
+            raw = b""
+    else:
+        raw = bytes(value)
+    if len(raw) != 16:
+        raise WriterError(f"artifact_id must be 16 bytes (32 hex characters), got {value!r}", section="§3.1",
+                          rule="artifact_id")
+    return raw
+
+
+def _json_of(value: Any) -> Any:
+    return value.to_json() if hasattr(value, "to_json") else value
+
+
+class ArtifactWriter:
+    """Writes one artifact at ``path`` (the entry file); see the module docstring for the protocol.
+
+    Args:
+        path: entry file to create; it and its part names must not exist (never overwritten).
+        components: component ID → :class:`Component` (or its JSON dict), §4.2.
+        bindings: binding name → :class:`Binding` (or JSON dict), §7; more via :meth:`add_binding`.
+        uses: :class:`Use` records (or JSON dicts), §8; more via :meth:`add_use`.
+        metadata, provenance: open JSON objects (§10); omitted when None.
+        max_file_bytes: split limit (§2.3); None writes one file whatever the size.
+        artifact_id: 16 bytes / 32 hex / UUID; default a new UUID4.
+        reserve_json_bytes: minimum ``json_bytes`` (the JSON is padded with spaces to the reservation).
+        durable: ``fsync`` files and directory before/after publishing (default True).
+    """
+
+    def __init__(self, path: str | os.PathLike, *, components: Mapping[str, Component | dict],
+                 bindings: Mapping[str, Binding | dict] | None = None, uses: Iterable[Use | dict] | None = None,
+                 metadata: Mapping[str, Any] | None = None, provenance: Mapping[str, Any] | None = None,
+                 max_file_bytes: int | None = None, artifact_id: bytes | str | uuid.UUID | None = None,
+                 reserve_json_bytes: int | None = None, durable: bool = True) -> None:
+        self.path = Path(path)
+        if not self.path.name or self.path.name in (".", ".."):
+            raise WriterError("the artifact path needs a file name", file=str(self.path), section="§2.1",
+                              rule="target_path")
+        if not self.path.parent.is_dir():
+            raise WriterError("the artifact's directory does not exist", file=str(self.path), section="§11.4",
+                              rule="target_path")
+        check_targets_free(self.path, [None])
+        if max_file_bytes is not None and (isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int)):
+            raise WriterError(f"max_file_bytes must be an integer, got {max_file_bytes!r}", section="§2.3",
+                              rule="limit_too_small")
+        cleanup_temporaries(self.path)
+        self.artifact_id_bytes = artifact_id_bytes(artifact_id)
+        self.max_file_bytes = max_file_bytes
+        self.reserve_json_bytes = reserve_json_bytes
+        self.durable = durable
+        self._components = {k: _json_of(v) for k, v in components.items()}
+        self._bindings = {k: _json_of(v) for k, v in (bindings or {}).items()}
+        self._uses = [_json_of(u) for u in (uses or [])]
+        self._metadata = None if metadata is None else dict(metadata)
+        self._provenance = None if provenance is None else dict(provenance)
+        self._declared: list[TensorObject | ResourceObject] = []
+        self._ids: set[str] = set()
+        self._lock = threading.Lock()
+        self._status: dict[str, str] = {}
+        self._records: dict[str, TensorObject | ResourceObject] = {}
+        self._plan: FilePlan | None = None
+        self._files: FileSetWriter | None = None
+        self._state = "declaring"
+
+    @property
+    def artifact_id(self) -> str:
+        return self.artifact_id_bytes.hex()
+
+    # ---- declaring -----------------------------------------------------------------------------
+
+    def _declare(self, record: TensorObject | ResourceObject) -> None:
+        if self._state != "declaring":
+            raise WriterError(f"cannot add object {record.id!r} after plan()", file=str(self.path),
+                              section="§11.4", rule="writer_state")
+        if not is_valid_id(record.id):
+            raise SchemaError(f"object ID {record.id!r} breaks the ID rule", file=str(self.path),
+                              json_path="$.objects", section="§1", rule="id_rule")
+        if record.id in self._ids:
+            raise SchemaError(f"object ID {record.id!r} declared twice", file=str(self.path), json_path="$.objects",
+                              section="§5.3", rule="object_id_duplicate")
+        self._ids.add(record.id)
+        self._declared.append(record)
+
+    def add_tensor(self, object_id: str, shape: tuple[int, ...] | list[int], format: str, layout: str, *,
+                   divisors: int = 1) -> int:
+        """Declare a tensor object; returns its encoded size from the codec registry (§5.1, §6)."""
+        from ninfer_core import codecs
+
+        shape = tuple(int(d) for d in shape)
+        nbytes = codecs.encoded_size(format, layout, shape, divisors)
+        self._declare(TensorObject(object_id, shape, format, layout, 0, nbytes, divisors))
+        return nbytes
+
+    def add_resource(self, object_id: str, nbytes: int, *, encoding: str = RAW_BYTES) -> int:
+        """Declare a resource object of ``nbytes`` raw bytes (§5.2)."""
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
+            raise SchemaError(f"resource {object_id!r} needs a positive byte count, got {nbytes!r}",
+                              file=str(self.path), json_path="$.objects", section="§5.2", rule="u64_range")
+        self._declare(ResourceObject(object_id, 0, nbytes, encoding))
+        return nbytes
+
+    def add_binding(self, name: str, binding: Binding | dict) -> None:
+        if self._state != "declaring":
+            raise WriterError("cannot add a binding after plan()", section="§11.4", rule="writer_state")
+        if name in self._bindings:
+            raise SchemaError(f"binding {name!r} declared twice", json_path="$.bindings", section="§7.1",
+                              rule="json_duplicate_key")
+        self._bindings[name] = _json_of(binding)
+
+    def add_use(self, use: Use | dict) -> None:
+        if self._state != "declaring":
+            raise WriterError("cannot add a use after plan()", section="§11.4", rule="writer_state")
+        self._uses.append(_json_of(use))
+
+    # ---- planning ----------------------------------------------------------------------------------
+
+    def plan(self) -> FilePlan:
+        """Place the objects, fix the JSON and files table, check the directory, create temporaries."""
+        if self._plan is not None:
+            return self._plan
+        if self._state != "declaring":
+            raise WriterError(f"cannot plan in state {self._state}", section="§11.4", rule="writer_state")
+        if not self._declared:
+            raise SchemaError("an artifact needs at least one object", json_path="$.objects", section="§4.1",
+                              rule="empty_collection")
+        placed, pos = [], 0
+        for rec in self._declared:
+            offset = place(pos, rec.kind)
+            rec = TensorObject(rec.id, rec.shape, rec.format, rec.layout, offset, rec.bytes, rec.divisors) \
+                if isinstance(rec, TensorObject) else ResourceObject(rec.id, offset, rec.bytes, rec.encoding)
+            placed.append(rec)
+            pos = rec.end
+        root: dict[str, Any] = {"components": self._components, "objects": [r.to_json() for r in placed],
+                                "bindings": self._bindings, "uses": self._uses, "files": []}
+        if self._metadata is not None:
+            root["metadata"] = self._metadata
+        if self._provenance is not None:
+            root["provenance"] = self._provenance
+        plan = plan_files(root, pos, self.path.name, max_file_bytes=self.max_file_bytes,
+                          reserve_json_bytes=self.reserve_json_bytes)
+        check_written_directory(plan, self.path)
+        self._files = FileSetWriter(self.path, plan, self.artifact_id_bytes, durable=self.durable)
+        self._plan = plan
+        self._records = {r.id: r for r in placed}
+        self._status = dict.fromkeys(self._records, "pending")
+        self._state = "writing"
+        return plan
+
+    @property
+    def objects(self) -> list[TensorObject | ResourceObject]:
+        """The placed object records (after :meth:`plan`)."""
+        return list(self._records.values())
+
+    # ---- writing -----------------------------------------------------------------------------------
+
+    def write_object(self, object_id: str, data: ObjectData) -> None:
+        """Write all bytes of one object at its planned offset (any order, any thread)."""
+        if self._plan is None:
+            self.plan()
+        rec = self._records.get(object_id)
+        if rec is None:
+            raise WriterError(f"object {object_id!r} was not declared", file=str(self.path), section="§11.4",
+                              rule="object_unknown")
+        with self._lock:
+            if self._state != "writing":
+                raise WriterError(f"cannot write in state {self._state}", file=str(self.path), section="§11.4",
+                                  rule="writer_state")
+            if self._status[object_id] != "pending":
+                raise WriterError(f"object {object_id!r} is already {self._status[object_id]}", file=str(self.path),
+                                  section="§11.4", rule="object_written_twice")
+            self._status[object_id] = "writing"
+        try:
+            written = 0
+            for chunk in _chunks(data, object_id):
+                view = _byte_view(chunk, object_id)
+                if written + len(view) > rec.bytes:
+                    raise WriterError(f"object {object_id!r} got more than its {rec.bytes} declared bytes",
+                                      file=str(self.path), section="§11.4", rule="object_length")
+                self._files.write_at(rec.offset + written, view)
+                written += len(view)
+            if written != rec.bytes:
+                raise WriterError(f"object {object_id!r} got {written} of its {rec.bytes} declared bytes",
+                                  file=str(self.path), section="§11.4", rule="object_length")
+        except BaseException:
+            with self._lock:
+                self._status[object_id] = "pending"
+            raise
+        with self._lock:
+            self._status[object_id] = "written"
+
+    # ---- finishing ---------------------------------------------------------------------------------
+
+    def commit(self) -> Path:
+        """Check every object was written, then publish parts and entry (§11.4 step 7)."""
+        if self._plan is None:
+            self.plan()
+        with self._lock:
+            missing = [k for k, s in self._status.items() if s != "written"]
+            if missing:
+                shown = ", ".join(repr(m) for m in missing[:5]) + (" …" if len(missing) > 5 else "")
+                raise WriterError(f"{len(missing)} object(s) not completely written: {shown}", file=str(self.path),
+                                  section="§11.4", rule="coverage_incomplete")
+            self._state = "committing"
+        try:
+            path = self._files.commit()
+        except BaseException:
+            self._state = "aborted"
+            raise
+        self._state = "committed"
+        log.info("wrote %s (%d files, %d payload bytes)", path, len(self._plan.sizes), self._plan.payload_bytes)
+        return path
+
+    def abort(self) -> None:
+        """Discard everything written so far (idempotent)."""
+        if self._state in ("committed", "aborted"):
+            return
+        self._state = "aborted"
+        if self._files is not None:
+            self._files.abort()
+
+    def __enter__(self) -> ArtifactWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            if self._state != "committed":
+                try:
+                    self.commit()
+                except BaseException:
+                    self.abort()
+                    raise
+        else:
+            self.abort()
+
+
+def check_written_directory(plan: FilePlan, entry: Path) -> None:
+    """Parse the JSON about to be written with the reader's checks; raise the first problem (§11.4 step 2)."""
+    problems = Problems(str(entry))
+    parser = DirectoryParser(problems, entry_payload_start=plan.entry_payload_start, entry_name=entry.name)
+    directory = parser.parse(jsontext.decode(plan.json_text, file=str(entry)))
+    if directory is not None:
+        check_directory(directory, problems, parser.invalid_object_ids, parser.object_positions)
+    problems.raise_first()
+
+
+def _chunks(data: ObjectData, object_id: str) -> Iterable:
+    if callable(data):
+        data = data()
+    if isinstance(data, np.ndarray | bytes | bytearray | memoryview):
+        return (data,)
+    if isinstance(data, str):
+        raise WriterError(f"object {object_id!r}: data must be bytes, not str", section="§11.4", rule="object_data")
+    try:
+        memoryview(data)
+    except TypeError:
+        pass
+    else:
+        return (data,)
+    try:
+        return iter(data)
+    except TypeError:
+        raise WriterError(f"object {object_id!r}: data of type {type(data).__name__} is neither bytes-like nor an "
+                          f"iterable of chunks", section="§11.4", rule="object_data") from None
+
+
+def _byte_view(chunk: Any, object_id: str) -> memoryview:
+    if isinstance(chunk, np.ndarray):
+        return memoryview(np.ascontiguousarray(chunk).reshape(-1).view(np.uint8))
+    try:
+        view = memoryview(chunk)
+    except TypeError:
+        raise WriterError(f"object {object_id!r}: chunk of type {type(chunk).__name__} is not bytes-like",
+                          section="§11.4", rule="object_data") from None
+    if not view.c_contiguous:
+        view = memoryview(view.tobytes())
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
