@@ -16,6 +16,7 @@ from converters.cli.output import app, report_error
 # The command modules, in help order. Adding a command = adding its module name here.
 COMMAND_MODULES: tuple[str, ...] = (
     "version",
+    "repack",
 )
 
 
