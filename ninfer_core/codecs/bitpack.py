@@ -1,0 +1,57 @@
+"""Little-endian bit-field packing: ``w``-bit fields, lowest bits first (storage-layouts §1, §3).
+
+Element ``k`` of a packed row sits in byte ``floor(k*w/8)`` at bit offset ``(k*w) mod 8``::
+
+    w = 4:  byte j = [ k=2j+1 : bits 7..4 | k=2j   : bits 3..0 ]
+    w = 2:  byte j = [ 4j+3 | 4j+2 | 4j+1 | 4j ]       (bits 7-6, 5-4, 3-2, 1-0)
+    w = 1:  byte j = [ 8j+7 | ... | 8j ]               (bit 7 ... bit 0)
+
+The same order is used by ggml's Q2_0/Q1_0 blocks and by the NVFP4 code plane, so transcoders copy those
+bytes unchanged. Unpacking goes through a 256-entry table per width (one gather per byte instead of one
+shift-and-mask pass per field).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_BYTE = np.arange(256, dtype=np.uint16)
+
+
+def _unpack_table(w: int) -> np.ndarray:
+    per = 8 // w
+    shifts = np.arange(per, dtype=np.uint16) * w
+    return ((_BYTE[:, None] >> shifts[None, :]) & ((1 << w) - 1)).astype(np.uint8)
+
+
+UNPACK_TABLES = {w: _unpack_table(w) for w in (1, 2, 4)}
+
+
+def unpack(packed: np.ndarray, w: int) -> np.ndarray:
+    """``(rows, nbytes)`` uint8 → ``(rows, nbytes * 8 // w)`` uint8 field values."""
+    if w == 8:
+        return packed
+    return np.take(UNPACK_TABLES[w], packed, axis=0).reshape(packed.shape[0], -1)
+
+
+def pack(fields: np.ndarray, w: int, out: np.ndarray | None = None) -> np.ndarray:
+    """``(rows, n)`` uint8 fields (only the low ``w`` bits are used) → ``(rows, n * w // 8)`` uint8."""
+    mask = np.uint8((1 << w) - 1)
+    if w == 8:
+        res = fields
+    else:
+        per = 8 // w
+        f = fields.reshape(fields.shape[0], -1, per)
+        res = f[..., 0] & mask
+        for i in range(1, per):
+            res |= (f[..., i] & mask) << np.uint8(i * w)
+    if out is None:
+        return res
+    out[...] = res
+    return out
+
+
+def byte_table(values: np.ndarray, w: int) -> np.ndarray:
+    """A ``(256, 8 // w)`` table mapping each packed byte to the values of its fields, lowest first;
+    ``values`` maps a ``w``-bit field to its value (any dtype)."""
+    return values[UNPACK_TABLES[w].astype(np.intp)] if w < 8 else values[np.arange(256)][:, None]
