@@ -1,0 +1,50 @@
+"""Architectures: one short module per model family, the mapping itself living in ``mappings/*.yaml``.
+
+Like mlx-lm's ``models/``, each module is small and exports the same names:
+
+- ``NAME`` — the architecture id (also the mapping file's ``architecture``);
+- ``HF_ARCHITECTURES`` / ``GGUF_ARCHITECTURES`` — what it accepts (``config.architectures[0]`` of the
+  normalised config, ``general.architecture`` of a GGUF);
+- ``MAPPINGS`` — component id → mapping file name under ``mappings/`` (``{"text": "qwen35.yaml"}``;
+  other components add entries);
+- ``LAYER_KINDS`` — the layer kinds the mapping may name;
+- ``Args`` — a frozen dataclass named after the normalised config's HF fields; ``Args.from_config``
+  refuses missing or mistyped fields (no invented defaults) and ``Args.layer_kinds()`` lists the kind
+  of every layer.
+
+Adding an architecture = a module here plus its name in :data:`ARCHITECTURE_MODULES`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from converters.errors import ConversionError
+
+ARCHITECTURE_MODULES: tuple[str, ...] = ("qwen3", "qwen35")
+
+
+def module(name: str) -> ModuleType:
+    """The architecture module called ``name``."""
+    if name not in ARCHITECTURE_MODULES:
+        raise ConversionError(f"unknown architecture {name!r} (known: {', '.join(ARCHITECTURE_MODULES)})",
+                              rule="unknown_architecture")
+    return importlib.import_module(f"converters.architectures.{name}")
+
+
+def for_config(config: dict, *, gguf_architecture: str | None = None, file: str | None = None) -> ModuleType:
+    """The architecture module of a normalised text config (``architectures[0]``), or of a GGUF
+    ``general.architecture`` when the config names none."""
+    archs = config.get("architectures") or []
+    hf = archs[0] if archs and isinstance(archs[0], str) else None
+    for name in ARCHITECTURE_MODULES:
+        mod = module(name)
+        if hf is not None and hf in mod.HF_ARCHITECTURES:
+            return mod
+        if hf is None and gguf_architecture is not None and gguf_architecture in mod.GGUF_ARCHITECTURES:
+            return mod
+    known = sorted({a for n in ARCHITECTURE_MODULES for a in module(n).HF_ARCHITECTURES})
+    raise ConversionError(
+        f"no mapping for architecture {hf or gguf_architecture!r} (supported: {', '.join(known)})",
+        file=file, json_path="config.architectures", rule="unsupported_architecture")

@@ -1,0 +1,59 @@
+"""Strict construction of an architecture's ``Args`` from a normalised config (HF field names).
+
+A field missing from the config, or of the wrong type, is an error naming the field — never a
+default the checkpoint did not state (mlx-lm's ``TextModelArgs`` inventing ``hidden_size=4096`` is the
+counter-example in ``../shared/specs/style-exemplars.md``). Extra config fields are ignored: the
+normalised config is shared with the golden forward and the gates, which read more than the mapping.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any, TypeVar
+
+from converters.errors import ConversionError
+
+T = TypeVar("T")
+
+
+def args_from_config(cls: type[T], config: dict, *, file: str | None = None) -> T:
+    """Build ``cls`` (a dataclass) from ``config``, checking presence and type of every field."""
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in config:
+            raise ConversionError(f"config field {f.name!r} is missing (needed by {cls.__module__})",
+                                  file=file, json_path=f"config.{f.name}", rule="config_field_missing")
+        values[f.name] = _check(f.name, config[f.name], hints[f.name], file)
+    return cls(**values)
+
+
+def _check(name: str, value: Any, hint: Any, file: str | None) -> Any:
+    origin = typing.get_origin(hint)
+    ok: bool
+    if hint is int:
+        ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+        what = "a positive integer"
+    elif hint is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        value = float(value) if ok else value
+        what = "a number"
+    elif hint is bool:
+        ok = isinstance(value, bool)
+        what = "a boolean"
+    elif origin is tuple:
+        (item,) = {a for a in typing.get_args(hint) if a is not Ellipsis}
+        ok = isinstance(value, list | tuple) and all(isinstance(v, item) for v in value)
+        value = tuple(value) if ok else value
+        what = f"a list of {item.__name__}"
+    else:  # pragma: no cover - a programming error in an Args class
+        raise TypeError(f"unsupported Args field type {hint!r}")
+    if not ok:
+        raise ConversionError(f"config field {name!r} = {value!r} is not {what}",
+                              file=file, json_path=f"config.{name}", rule="config_field_type")
+    return value
+
+
+def fail(message: str, *, field: str, file: str | None = None) -> None:
+    raise ConversionError(message, file=file, json_path=f"config.{field}", rule="config_inconsistent")

@@ -1,0 +1,288 @@
+"""Bind a mapping to a normalised config and the tensors a source really has.
+
+:func:`bind` evaluates every rule of the selected mappings (symbols, layer count, shapes, transform
+arguments), resolves the source tensor names (``{l}``, ``{text}`` …), checks each against the source's
+declared shape after its transform chain, cross-checks the config's layer kinds with the probe tensors,
+and accounts for every source tensor: consumed by a parameter, owned by another (unselected) component,
+or deliberately dropped. Anything else is an error listing all leftovers, sorted — a checkpoint the
+mapping does not fully understand is not converted half-way.
+
+The result, :class:`BoundModel`, is immutable and holds no payload: planning reads only shapes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from collections.abc import Mapping as TMapping
+from dataclasses import dataclass, field
+
+from converters.errors import MappingError, TransformError
+from converters.mapping import expr
+from converters.mapping.chain import Chain, resolve_chain
+from converters.mapping.schema import LAYER_PLACEHOLDER, Mapping, ParameterRule, SourceRule
+
+GGUF_BLOCK_RE = re.compile(r"^blk\.(\d+)\.")
+#: How many leftover names an error prints before "and N more".
+SHOWN = 20
+
+
+@dataclass(frozen=True)
+class BoundSource:
+    """Where a parameter's values come from: one tensor of one input and its resolved chain."""
+
+    input: str
+    tensor: str
+    chain: Chain
+    dtype: str
+
+
+@dataclass(frozen=True)
+class BoundParameter:
+    name: str
+    component: str
+    role: str
+    shape: tuple[int, ...]
+    layer: int | None
+    kind: str | None
+    group: str
+    input: str | None
+    source: BoundSource | None
+    tied_to: str | None
+    rule: ParameterRule
+    mapping: Mapping
+
+    @property
+    def where(self) -> str:
+        return f"{self.mapping.file}:{self.rule.line}"
+
+
+@dataclass(frozen=True)
+class BoundModel:
+    """Everything planning needs: parameters in mapping order, layer kinds, and the tensor accounting."""
+
+    architecture: str
+    source_kind: str
+    env: dict[str, int]
+    layer_kinds: tuple[str, ...]
+    parameters: tuple[BoundParameter, ...]
+    skipped: dict[str, str] = field(default_factory=dict)
+    mappings: tuple[Mapping, ...] = ()
+
+    def parameter(self, name: str) -> BoundParameter:
+        for p in self.parameters:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def names(self) -> list[str]:
+        return [p.name for p in self.parameters]
+
+
+def source_kind_of(source) -> str:
+    """The mapping source kind (``gguf``/``hf``) of a :class:`converters.sources.Source`."""
+    kind = getattr(source, "kind", "")
+    if kind == "gguf":
+        return "gguf"
+    if kind in ("hf", "safetensors"):
+        return "hf"
+    raise MappingError(f"no mapping rules for sources of kind {kind!r}", file=str(getattr(source, "path", "")))
+
+
+def evaluate_symbols(mapping: Mapping, config_env: TMapping[str, object]) -> dict[str, int]:
+    env = {k: v for k, v in config_env.items()}
+    for name, e in mapping.symbols:
+        env[name] = _eval(e, env, mapping, ("symbols", name))
+    return env
+
+
+def _eval(e, env, mapping: Mapping, where) -> int:
+    try:
+        return expr.evaluate(e, env)
+    except expr.ExprError as exc:
+        raise MappingError(f"{exc} (at {'.'.join(map(str, where))})", file=mapping.file,
+                           rule="expression") from None
+
+
+def bind(mappings: Iterable[Mapping], args, sources: TMapping[str, object], *,
+         components: Iterable[str] = ("text",)) -> BoundModel:
+    """Bind ``mappings`` (one per selected component) to ``args`` (the architecture's ``Args``) and
+    ``sources`` (input name → Source; the main checkpoint is ``"main"``)."""
+    mappings = tuple(mappings)
+    selected = set(components)
+    if not mappings:
+        raise MappingError("no mapping selected")
+    config_env = {k: v for k, v in vars(args).items() if isinstance(v, int)}
+    layer_kinds = tuple(args.layer_kinds())
+    params: list[BoundParameter] = []
+    consumed: dict[str, dict[str, str]] = {}
+    skipped: dict[str, str] = {}
+    source_kind = None
+    for m in mappings:
+        src = sources.get(m.source)
+        if src is None:
+            raise MappingError(f"component {m.component} reads input {m.source!r}, which was not given",
+                               file=m.file, rule="input_missing")
+        kind = source_kind_of(src)
+        source_kind = source_kind or kind
+        env = evaluate_symbols(m, config_env)
+        tensors = src.tensors
+        prefixes = _resolve_prefixes(m, kind, tensors)
+        used = consumed.setdefault(m.source, {})
+        n_layers = _eval(m.layer_count, env, m, ("layers", "count")) if m.layer_count is not None else 0
+        if m.kinds and n_layers != len(layer_kinds):
+            raise MappingError(f"layers.count = {n_layers} but the config lists {len(layer_kinds)} layer kinds",
+                               file=m.file, rule="layer_count")
+        _check_layer_probes(m, kind, tensors, prefixes, layer_kinds[:n_layers] if m.kinds else ())
+        for group, rules in m.groups.items():
+            layers = [None] if group not in m.layer_groups() else [
+                i for i, k in enumerate(layer_kinds[:n_layers]) if group in m.kinds[k].groups]
+            for layer in layers:
+                for rule in rules:
+                    for p in _bind_rule(m, rule, kind, env, layer, layer_kinds, src, prefixes, used, args):
+                        params.append(p)
+        _account(m, kind, src, env, used, skipped, selected)
+    names = {p.name for p in params}
+    for p in params:
+        if p.tied_to is not None and p.tied_to not in names:
+            raise MappingError(f"{p.name} is tied to {p.tied_to}, which is not bound", file=p.where,
+                               rule="tied_missing")
+    leftovers = []
+    for m in mappings:
+        src = sources[m.source]
+        for name in src.tensors:
+            if name not in consumed.get(m.source, {}) and f"{m.source}:{name}" not in skipped:
+                leftovers.append(name if m.source == "main" else f"{m.source}:{name}")
+    if leftovers:
+        leftovers = sorted(set(leftovers))
+        shown = ", ".join(leftovers[:SHOWN]) + (f" and {len(leftovers) - SHOWN} more" if len(leftovers) > SHOWN else "")
+        raise MappingError(f"{len(leftovers)} source tensor(s) are not consumed by any mapping rule, owned "
+                           f"by a known component, or dropped: {shown}",
+                           file=str(getattr(sources.get("main"), "path", "")), rule="unconsumed_tensors")
+    return BoundModel(mappings[0].architecture, source_kind or "", config_env, layer_kinds, tuple(params),
+                      skipped, mappings)
+
+
+def _resolve_prefixes(m: Mapping, kind: str, tensors) -> dict[str, str]:
+    out = {}
+    for ph, alternatives in m.prefixes.get(kind, {}).items():
+        chosen = next((a for a in alternatives if any(n.startswith(a) for n in tensors)), None)
+        if chosen is None:
+            raise MappingError(f"no tensor name starts with any {{{ph}}} prefix {list(alternatives)}",
+                               file=m.file, rule="prefix")
+        out[ph] = chosen
+    return out
+
+
+def _fill(template: str, values: TMapping[str, object]) -> str:
+    return re.sub(r"\{([a-z_]+)\}", lambda mo: str(values[mo.group(1)]), template)
+
+
+def _check_layer_probes(m: Mapping, kind: str, tensors, prefixes, layer_kinds) -> None:
+    for layer, layer_kind in enumerate(layer_kinds):
+        for k, spec in m.kinds.items():
+            probe = spec.probes.get(kind)
+            if probe is None:
+                continue
+            name = _fill(probe, {**prefixes, LAYER_PLACEHOLDER: layer})
+            present = name in tensors
+            if present != (k == layer_kind):
+                what = "is missing" if not present else "is present"
+                raise MappingError(
+                    f"layer {layer}: the config says {layer_kind}, but {name} {what} (probe of {k})",
+                    file=m.file, json_path=f"layers.kinds.{k}.probe.{kind}", rule="layer_kind_mismatch")
+
+
+def _bind_rule(m: Mapping, rule: ParameterRule, kind: str, env: dict, layer: int | None, layer_kinds,
+               src, prefixes, used: dict[str, str], args) -> list[BoundParameter]:
+    out = []
+    for indices in _repeat_indices(m, rule, env):
+        local = dict(env)
+        local.update(indices)
+        if layer is not None:
+            local[LAYER_PLACEHOLDER] = layer
+        name = _fill(rule.name, local)
+        shape = tuple(_eval(d, local, m, ("parameters", rule.group, rule.name, "shape", i))
+                      for i, d in enumerate(rule.shape))
+        if any(d <= 0 for d in shape):
+            raise MappingError(f"{name}: shape {list(shape)} has a non-positive dimension",
+                               file=f"{m.file}:{rule.line}", rule="shape")
+        tied = rule.tied_to is not None and bool(getattr(args, rule.tied_when))
+        inp = _fill(rule.input, local) if rule.input else None
+        layer_kind = layer_kinds[layer] if layer is not None else None
+        source = None
+        if tied:
+            sr = rule.sources.get(kind)
+            if sr is not None:
+                tname = _fill(sr.tensor, {**prefixes, **local})
+                if tname in src.tensors:
+                    used[tname] = f"{name} (tied to {rule.tied_to}: this tensor is ignored)"
+        else:
+            sr = rule.sources.get(kind)
+            if sr is None:
+                raise MappingError(f"{name}: the mapping has no {kind} rule", file=f"{m.file}:{rule.line}",
+                                   rule="no_source_rule")
+            source = _bind_source(m, rule, sr, name, shape, local, prefixes, src, used)
+        out.append(BoundParameter(name=name, component=m.component, role=rule.role, shape=shape, layer=layer,
+                                  kind=layer_kind, group=rule.group, input=inp, source=source,
+                                  tied_to=_fill(rule.tied_to, local) if tied else None, rule=rule, mapping=m))
+    return out
+
+
+def _repeat_indices(m: Mapping, rule: ParameterRule, env: dict) -> list[dict[str, int]]:
+    combos: list[dict[str, int]] = [{}]
+    for ph, count in rule.repeat:
+        n = _eval(count, env, m, ("parameters", rule.group, rule.name, "repeat", ph))
+        combos = [{**c, ph: i} for c in combos for i in range(n)]
+    return combos
+
+
+def _bind_source(m: Mapping, rule: ParameterRule, sr: SourceRule, name: str, shape: tuple[int, ...],
+                 local: dict, prefixes: dict, src, used: dict[str, str]) -> BoundSource:
+    tname = _fill(sr.tensor, {**prefixes, **local})
+    where = f"{m.file}:{sr.line}"
+    t = src.tensors.get(tname)
+    if t is None:
+        raise MappingError(f"{name}: source tensor {tname} is missing", file=where, rule="source_tensor_missing")
+    steps = []
+    for step in sr.transforms:
+        args = {a: _eval(e, local, m, ("parameters", rule.group, rule.name, step.name, a)) for a, e in step.args}
+        steps.append((step.name, args))
+    try:
+        chain = resolve_chain(t.shape, steps)
+    except TransformError as exc:
+        raise MappingError(f"{name}: {tname} {list(t.shape)}: {exc.message}", file=where,
+                           rule="transform_shape") from None
+    if chain.shape != shape:
+        raise MappingError(f"{name}: {tname} has shape {list(t.shape)}, which the transforms make "
+                           f"{list(chain.shape)}; the mapping expects {list(shape)}", file=where,
+                           rule="shape_mismatch")
+    used.setdefault(tname, name)
+    return BoundSource(m.source, tname, chain, t.read_type or t.dtype)
+
+
+def _account(m: Mapping, kind: str, src, env: dict, used: dict[str, str], skipped: dict[str, str],
+             selected: set[str]) -> None:
+    """Mark tensors owned by other components or dropped (a selected other component must claim its own)."""
+    for name in src.tensors:
+        if name in used:
+            continue
+        key = f"{m.source}:{name}"
+        for other in m.other_components:
+            if other.component in selected:
+                continue
+            pat = other.patterns.get(kind)
+            hit = bool(pat and re.search(pat, name))
+            if not hit and kind == "gguf" and other.gguf_from_layer is not None:
+                mo = GGUF_BLOCK_RE.match(name)
+                hit = bool(mo) and int(mo.group(1)) >= _eval(other.gguf_from_layer, env, m,
+                                                             ("other_components", other.component))
+            if hit:
+                skipped[key] = f"component {other.component} not selected"
+                break
+        else:
+            for drop in m.drops:
+                pat = drop.patterns.get(kind)
+                if pat and re.search(pat, name):
+                    skipped[key] = f"dropped: {drop.evidence}"
+                    break
