@@ -128,7 +128,7 @@ def attention_specs(prefix: str, cfg: Mapping, norm_init: str, gated: bool) -> l
         TensorSpec(f"{a}.q_proj.weight", ((2 if gated else 1) * nq * hd, h), "linear"),
         TensorSpec(f"{a}.k_proj.weight", (nkv * hd, h), "linear"),
         TensorSpec(f"{a}.v_proj.weight", (nkv * hd, h), "linear"),
-        TensorSpec(f"{a}.o_proj.weight", (h, nq * hd), "linear"),
+        TensorSpec(f"{a}.o_proj.weight", (h, nq * hd), "residual"),
         TensorSpec(f"{a}.q_norm.weight", (hd,), norm_init),
         TensorSpec(f"{a}.k_norm.weight", (hd,), norm_init),
     ]
@@ -139,7 +139,7 @@ def mlp_specs(prefix: str, cfg: Mapping) -> list[TensorSpec]:
     return [
         TensorSpec(f"{prefix}.mlp.gate_proj.weight", (i, h), "linear"),
         TensorSpec(f"{prefix}.mlp.up_proj.weight", (i, h), "linear"),
-        TensorSpec(f"{prefix}.mlp.down_proj.weight", (h, i), "linear"),
+        TensorSpec(f"{prefix}.mlp.down_proj.weight", (h, i), "residual"),
     ]
 
 

@@ -115,7 +115,7 @@ def _gdn_specs(prefix: str, cfg: Mapping) -> list[TensorSpec]:
         TensorSpec(f"{a}.dt_bias", (hv,), "dt_bias"),
         TensorSpec(f"{a}.A_log", (hv,), "a_log"),
         TensorSpec(f"{a}.norm.weight", (cfg["linear_value_head_dim"],), "norm_one"),
-        TensorSpec(f"{a}.out_proj.weight", (h, value_dim), "linear"),
+        TensorSpec(f"{a}.out_proj.weight", (h, value_dim), "residual"),
     ]
 
 

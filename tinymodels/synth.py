@@ -12,12 +12,16 @@ Rules that make the values useful as a test reference:
   same numbers are exactly representable in BF16, F16 and F32: an HF directory written in any of
   these dtypes and a GGUF written in F32/F16/BF16 hold the reference bit for bit, and llama.cpp's
   ``w + 1`` norm shift (done in float32) is exactly invertible.
-- **Order-sensitive.** Matrix rows carry a row-dependent scale (``0.5 + (r + 0.5) / rows``) on top of
-  the noise, so per-row norms are distinct and increasing; a swapped row or head changes values and
-  norms even when every size is right.
+- **Order-sensitive.** Matrix row ``r`` carries the scale ``0.5 + frac((r + 1)·φ⁻¹)`` (golden-ratio
+  sequence: distinct for every row, not monotonic, so no id range dominates the logits) on top of the
+  noise, so per-row norms differ; a swapped row or head changes values and norms even when every
+  size is right.
 - **Architecture-plausible.** Zero-centred norms (Qwen3.5 ``x̂·(1+w)``) are drawn around 0, plain
   and gated norms around 1, ``A_log = log(U(1, 16))`` (transformers draws ``A`` from ``U(0.01, 16)``),
-  ``dt_bias`` around 1 (transformers initialises it to ones), linear layers at ``1/sqrt(in)``.
+  ``dt_bias`` around 1 (transformers initialises it to ones), linear layers at ``1/sqrt(in)``, the
+  projections back into the residual stream (``o_proj``, ``out_proj``, ``down_proj``: init
+  ``residual``) at half that, GPT-2 style, so the tiny model is well conditioned: quantization noise
+  moves the logits little while a swapped head moves them a lot.
 """
 
 from __future__ import annotations
@@ -31,8 +35,9 @@ from gguf.quants import dequantize, quantize
 
 ROW_BLOCK = 256
 F16_MIN_NORMAL = 2.0**-14
+INV_PHI = (5.0**0.5 - 1.0) / 2.0
 
-INITS = ("linear", "embedding", "norm_zero", "norm_one", "conv", "a_log", "dt_bias")
+INITS = ("linear", "residual", "embedding", "norm_zero", "norm_one", "conv", "a_log", "dt_bias")
 
 
 def round_bf16(x: np.ndarray) -> np.ndarray:
@@ -92,10 +97,10 @@ class TensorSpec:
 
 def _shape_noise(noise: np.ndarray, init: str, shape: tuple[int, ...], lo: int, hi: int) -> np.ndarray:
     """Scale and shift standard-normal noise for rows ``[lo, hi)`` of a tensor of ``shape``."""
-    if init in ("linear", "embedding"):
-        row_scale = 0.5 + (np.arange(lo, hi, dtype=np.float32) + 0.5) / shape[0]
-        fan_in = shape[1] if init == "linear" else 1
-        return noise * (row_scale[:, None] / np.float32(np.sqrt(fan_in)))
+    if init in ("linear", "residual", "embedding"):
+        row_scale = (0.5 + np.modf((np.arange(lo, hi, dtype=np.float64) + 1.0) * INV_PHI)[0]).astype(np.float32)
+        gain = {"linear": 1.0 / np.sqrt(shape[1]), "residual": 0.5 / np.sqrt(shape[1]), "embedding": 1.0}[init]
+        return noise * (row_scale[:, None] * np.float32(gain))
     if init == "norm_zero":
         return noise * np.float32(0.1)
     if init == "norm_one":

@@ -1,0 +1,331 @@
+"""Golden numerics: a numpy reference forward pass of Qwen3 dense and Qwen3.5 hybrid text models.
+
+``forward(config, params, tokens)`` runs the text model over a few tokens from the logical
+parameters of the shared contract (``text/token_embedding``, ``text/layers/{l}/attention/query``,
+``text/layers/{l}/gdn/a_log``, …; HF values and HF order) and returns the logits ``[T, V]``;
+``compare_logits`` reports top-1 agreement, max absolute error and cosine. ``convert verify`` runs
+it on the source weights and on an artifact's decoded bindings (issue 7, gate 7). Computation is in
+float64 by default so the reference itself adds no rounding worth measuring.
+
+Semantics, as read in transformers (``models/qwen3_5/modeling_qwen3_5.py``, ``models/qwen3``):
+
+- RMSNorm ``x̂ = x / sqrt(mean(x²) + eps)``: Qwen3 ``w·x̂``; Qwen3.5 zero-centred ``x̂·(1+w)`` for the
+  layer norms, final norm and ``q_norm``/``k_norm`` (``Qwen3_5RMSNorm``); the gated delta net's norm is
+  ``w·x̂·silu(z)`` per value head (``Qwen3_5RMSNormGated``).
+- Decoder layer: ``h += mixer(norm_in(h))``; ``h += down(silu(gate(x))·up(x))`` with
+  ``x = norm_post(h)``; logits ``= norm_final(h) @ head.T`` (head = embedding when tied).
+- Full attention: q/k/v projections, per-head ``q_norm``/``k_norm`` on ``head_dim``, RoPE on the first
+  ``rotary_dim = int(head_dim·partial_rotary_factor)`` dims of each head with ``rotate_half``
+  (pairs ``i`` and ``i + rotary_dim/2``), ``inv_freq = theta^(-2i/rotary_dim)``; GQA head ``h`` reads
+  KV head ``h // (heads/kv_heads)``; causal softmax of ``q·k/sqrt(head_dim)``; Qwen3.5 multiplies the
+  result by ``sigmoid(gate)`` (``gate`` = the second half of each head's ``q_proj`` rows) before
+  ``o_proj``. Qwen3.5's interleaved mRoPE equals plain RoPE for text positions (all three position
+  streams equal), so it is computed as plain RoPE.
+- Gated delta net (``Qwen3_5GatedDeltaNet``, ``torch_recurrent_gated_delta_rule``): ``[q|k|v]``
+  projections → causal depthwise conv1d (kernel ``k``, left zero padding ``k-1``) → SiLU; ``beta =
+  sigmoid(b)``; ``g = -exp(A_log)·softplus(a + dt_bias)``; q and k L2-normalised per head
+  (``x·rsqrt(Σx² + 1e-6)``) and repeated so value head ``j`` reads key head ``j // (Hv/Hk)``
+  (``repeat_interleave``: grouped value heads); ``q /= sqrt(dk)``; per head with state
+  ``S [dk, dv] = 0``: ``S ← S·exp(g_t)``, ``δ = β_t(v_t − Sᵀk_t)``, ``S ← S + k_t δᵀ``, ``o_t = Sᵀq_t``;
+  then the gated norm with ``z`` and ``out_proj``. transformers' chunked kernel computes the same
+  recurrence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from converters.errors import ConversionError
+
+L2NORM_EPS = 1e-6
+HEAD_ROWS = 16384
+FAMILIES = {"qwen3": "qwen3", "qwen3_5": "qwen3_5", "qwen3_5_text": "qwen3_5"}
+ARCHITECTURES = {"Qwen3ForCausalLM": "qwen3", "Qwen3_5ForCausalLM": "qwen3_5",
+                 "Qwen3_5ForConditionalGeneration": "qwen3_5"}
+
+
+def _config_error(field: str, message: str) -> ConversionError:
+    return ConversionError(message, json_path=f"config.{field}", rule="golden_config")
+
+
+@dataclass(frozen=True)
+class TextSpec:
+    """The dimensions and conventions the forward pass needs, read from an HF text config."""
+
+    family: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    layer_types: tuple[str, ...]
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    rotary_dim: int
+    tie_word_embeddings: bool
+    attn_output_gate: bool
+    zero_centred_norms: bool
+    linear_num_key_heads: int = 0
+    linear_num_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    linear_conv_kernel_dim: int = 0
+
+    @classmethod
+    def from_config(cls, config: Mapping) -> TextSpec:
+        cfg = config.get("text_config") or config
+        family = FAMILIES.get(cfg.get("model_type", "")) or next(
+            (ARCHITECTURES[a] for a in config.get("architectures") or () if a in ARCHITECTURES), None)
+        if family is None:
+            raise _config_error("model_type", f"golden forward supports Qwen3 and Qwen3.5 text, not "
+                                f"{cfg.get('model_type')!r} / {config.get('architectures')!r}")
+
+        def need(field: str, kind: type = int):
+            if field not in cfg or cfg[field] is None:
+                raise _config_error(field, "required field missing")
+            try:
+                return kind(cfg[field])
+            except (TypeError, ValueError):
+                raise _config_error(field, f"expected {kind.__name__}, got {cfg[field]!r}") from None
+
+        rope = cfg.get("rope_parameters") or {}
+        theta = rope.get("rope_theta", cfg.get("rope_theta"))
+        if theta is None:
+            raise _config_error("rope_parameters.rope_theta", "required field missing (or top-level rope_theta)")
+        partial = float(rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor",
+                                                                  0.25 if family == "qwen3_5" else 1.0)))
+        heads = need("num_attention_heads")
+        head_dim = int(cfg.get("head_dim") or need("hidden_size") // heads)
+        layers = need("num_hidden_layers")
+        if family == "qwen3":
+            layer_types = ("full_attention",) * layers
+        elif cfg.get("layer_types"):
+            layer_types = tuple(cfg["layer_types"])
+        else:
+            every = int(cfg.get("full_attention_interval", 4))
+            layer_types = tuple("full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(layers))
+        if len(layer_types) != layers or set(layer_types) - {"full_attention", "linear_attention"}:
+            raise _config_error("layer_types", f"expected {layers} of full_attention/linear_attention")
+        spec = cls(
+            family=family, vocab_size=need("vocab_size"), hidden_size=need("hidden_size"),
+            intermediate_size=need("intermediate_size"), layer_types=layer_types, num_heads=heads,
+            num_kv_heads=need("num_key_value_heads"), head_dim=head_dim, rms_norm_eps=need("rms_norm_eps", float),
+            rope_theta=float(theta), rotary_dim=int(head_dim * partial),
+            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", config.get("tie_word_embeddings", False))),
+            attn_output_gate=family == "qwen3_5" and bool(cfg.get("attn_output_gate", True)),
+            zero_centred_norms=family == "qwen3_5",
+            **({} if "linear_attention" not in layer_types else {
+                f: need(f) for f in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                                     "linear_value_head_dim", "linear_conv_kernel_dim")}),
+        )
+        if spec.num_heads % spec.num_kv_heads:
+            raise _config_error("num_key_value_heads", "num_attention_heads must be a multiple of it")
+        if spec.linear_num_key_heads and spec.linear_num_value_heads % spec.linear_num_key_heads:
+            raise _config_error("linear_num_value_heads", "must be a multiple of linear_num_key_heads")
+        if spec.rotary_dim % 2 or not 0 <= spec.rotary_dim <= head_dim:
+            raise _config_error("rope_parameters.partial_rotary_factor", f"rotary dim {spec.rotary_dim} invalid")
+        return spec
+
+
+# ---- building blocks (each one formula of the module docstring) -----------------------------------
+
+def silu(x: np.ndarray) -> np.ndarray:
+    return x / (1.0 + np.exp(-x))
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float, *, zero_centred: bool) -> np.ndarray:
+    normed = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+    return normed * (1.0 + weight) if zero_centred else normed * weight
+
+
+def gated_rms_norm(x: np.ndarray, weight: np.ndarray, z: np.ndarray, eps: float) -> np.ndarray:
+    return rms_norm(x, weight, eps, zero_centred=False) * silu(z)
+
+
+def l2_normalize(x: np.ndarray, eps: float = L2NORM_EPS) -> np.ndarray:
+    return x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + eps)
+
+
+def rope(x: np.ndarray, positions: np.ndarray, rotary_dim: int, theta: float) -> np.ndarray:
+    """Rotate the first ``rotary_dim`` dims of every head of ``x [T, heads, head_dim]``."""
+    if rotary_dim == 0:
+        return x
+    half = rotary_dim // 2
+    inv_freq = 1.0 / theta ** (np.arange(0, rotary_dim, 2, dtype=np.float64) / rotary_dim)
+    freqs = positions[:, None].astype(np.float64) * inv_freq[None, :]
+    cos = np.cos(np.concatenate([freqs, freqs], axis=-1))[:, None, :]
+    sin = np.sin(np.concatenate([freqs, freqs], axis=-1))[:, None, :]
+    rot = x[..., :rotary_dim]
+    rotated_half = np.concatenate([-rot[..., half:], rot[..., :half]], axis=-1)
+    return np.concatenate([rot * cos + rotated_half * sin, x[..., rotary_dim:]], axis=-1)
+
+
+def attention(x: np.ndarray, w: Mapping[str, np.ndarray], spec: TextSpec, positions: np.ndarray) -> np.ndarray:
+    """Causal (gated) GQA attention of ``x [T, H]``; ``w`` keyed by the ``attention/*`` leaf names."""
+    t, nh, nkv, hd = x.shape[0], spec.num_heads, spec.num_kv_heads, spec.head_dim
+    zc, eps = spec.zero_centred_norms, spec.rms_norm_eps
+    q = rms_norm((x @ w["query"].T).reshape(t, nh, hd), w["query_norm"], eps, zero_centred=zc)
+    k = rms_norm((x @ w["key"].T).reshape(t, nkv, hd), w["key_norm"], eps, zero_centred=zc)
+    v = (x @ w["value"].T).reshape(t, nkv, hd)
+    q = rope(q, positions, spec.rotary_dim, spec.rope_theta)
+    k = rope(k, positions, spec.rotary_dim, spec.rope_theta)
+    k, v = np.repeat(k, nh // nkv, axis=1), np.repeat(v, nh // nkv, axis=1)
+    scores = np.einsum("thd,shd->hts", q, k) / np.sqrt(hd)
+    scores = np.where(np.tri(t, dtype=bool)[None], scores, -np.inf)
+    probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    out = np.einsum("hts,shd->thd", probs, v).reshape(t, nh * hd)
+    if spec.attn_output_gate:
+        out = out * sigmoid(x @ w["gate"].T)
+    return out @ w["output"].T
+
+
+def causal_conv1d(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Depthwise causal conv of ``x [T, C]`` with ``weight [C, k]``: ``y_t = Σ_j w_j · x_{t-k+1+j}``."""
+    t, k = x.shape[0], weight.shape[1]
+    padded = np.concatenate([np.zeros((k - 1, x.shape[1]), x.dtype), x], axis=0)
+    return sum(weight[:, j][None, :] * padded[j : j + t] for j in range(k))
+
+
+def delta_rule(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    """Gated delta rule over time for ``q, k [T, Hv, dk]``, ``v [T, Hv, dv]``, ``g, beta [T, Hv]``."""
+    state = np.zeros((q.shape[1], q.shape[2], v.shape[2]), dtype=v.dtype)
+    out = np.empty_like(v)
+    for t in range(q.shape[0]):
+        state = state * np.exp(g[t])[:, None, None]
+        delta = (v[t] - np.einsum("hkv,hk->hv", state, k[t])) * beta[t][:, None]
+        state = state + k[t][:, :, None] * delta[:, None, :]
+        out[t] = np.einsum("hkv,hk->hv", state, q[t])
+    return out
+
+
+def gated_delta_net(x: np.ndarray, w: Mapping[str, np.ndarray], spec: TextSpec) -> np.ndarray:
+    """The Qwen3.5 linear-attention mixer of ``x [T, H]``; ``w`` keyed by the ``gdn/*`` leaf names."""
+    t = x.shape[0]
+    hk, hv = spec.linear_num_key_heads, spec.linear_num_value_heads
+    dk, dv = spec.linear_key_head_dim, spec.linear_value_head_dim
+    mixed = np.concatenate([x @ w["query"].T, x @ w["key"].T, x @ w["value"].T], axis=1)
+    mixed = silu(causal_conv1d(mixed, w["conv1d"]))
+    q = l2_normalize(mixed[:, : hk * dk].reshape(t, hk, dk))
+    k = l2_normalize(mixed[:, hk * dk : 2 * hk * dk].reshape(t, hk, dk))
+    v = mixed[:, 2 * hk * dk :].reshape(t, hv, dv)
+    q = np.repeat(q, hv // hk, axis=1) / np.sqrt(dk)
+    k = np.repeat(k, hv // hk, axis=1)
+    beta = sigmoid(x @ w["b"].T)
+    g = -np.exp(w["a_log"]) * np.logaddexp(0.0, x @ w["a"].T + w["dt_bias"])
+    core = delta_rule(q, k, v, g, beta)
+    z = (x @ w["z"].T).reshape(t, hv, dv)
+    return gated_rms_norm(core, w["norm"], z, spec.rms_norm_eps).reshape(t, hv * dv) @ w["output"].T
+
+
+def swiglu_mlp(x: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray) -> np.ndarray:
+    return (silu(x @ gate.T) * (x @ up.T)) @ down.T
+
+
+# ---- the model -------------------------------------------------------------------------------------
+
+def parameter_shapes(spec: TextSpec) -> dict[str, tuple[int, ...]]:
+    """Every logical parameter the forward pass reads, with its expected shape."""
+    v, h, i = spec.vocab_size, spec.hidden_size, spec.intermediate_size
+    nh, nkv, hd = spec.num_heads, spec.num_kv_heads, spec.head_dim
+    shapes: dict[str, tuple[int, ...]] = {"text/token_embedding": (v, h), "text/final_norm": (h,)}
+    if not spec.tie_word_embeddings:
+        shapes["text/output_head"] = (v, h)
+    for layer, kind in enumerate(spec.layer_types):
+        p = f"text/layers/{layer}"
+        shapes |= {f"{p}/input_norm": (h,), f"{p}/post_attention_norm": (h,), f"{p}/mlp/gate": (i, h),
+                   f"{p}/mlp/up": (i, h), f"{p}/mlp/down": (h, i)}
+        if kind == "full_attention":
+            a = f"{p}/attention"
+            shapes |= {f"{a}/query": (nh * hd, h), f"{a}/key": (nkv * hd, h), f"{a}/value": (nkv * hd, h),
+                       f"{a}/output": (h, nh * hd), f"{a}/query_norm": (hd,), f"{a}/key_norm": (hd,)}
+            if spec.attn_output_gate:
+                shapes[f"{a}/gate"] = (nh * hd, h)
+        else:
+            g = f"{p}/gdn"
+            hk, hv = spec.linear_num_key_heads, spec.linear_num_value_heads
+            kd, vd = hk * spec.linear_key_head_dim, hv * spec.linear_value_head_dim
+            shapes |= {f"{g}/query": (kd, h), f"{g}/key": (kd, h), f"{g}/value": (vd, h), f"{g}/z": (vd, h),
+                       f"{g}/b": (hv, h), f"{g}/a": (hv, h), f"{g}/conv1d": (2 * kd + vd, spec.linear_conv_kernel_dim),
+                       f"{g}/dt_bias": (hv,), f"{g}/a_log": (hv,), f"{g}/norm": (spec.linear_value_head_dim,),
+                       f"{g}/output": (h, vd)}
+    return shapes
+
+
+class _Parameters:
+    """Checked, converted access to the logical parameters, one at a time (a layer's worth in memory)."""
+
+    def __init__(self, params: Mapping[str, np.ndarray], spec: TextSpec, dtype: np.dtype) -> None:
+        self.params, self.dtype, self.shapes = params, dtype, parameter_shapes(spec)
+        missing = [name for name in self.shapes if name not in params]
+        if missing:
+            raise ConversionError(f"logical parameter missing ({len(missing)} in all)", json_path=missing[0],
+                                  rule="golden_parameter")
+        if spec.tie_word_embeddings and "text/output_head" not in params:
+            self.shapes["text/output_head"] = self.shapes["text/token_embedding"]
+            self.params = {**params, "text/output_head": params["text/token_embedding"]}
+        elif "text/output_head" in params:
+            self.shapes["text/output_head"] = self.shapes["text/token_embedding"]
+
+    def raw(self, name: str) -> np.ndarray:
+        value = self.params[name]
+        if tuple(value.shape) != self.shapes[name]:
+            raise ConversionError(f"shape {list(value.shape)}, expected {list(self.shapes[name])}", json_path=name,
+                                  rule="golden_parameter")
+        return value
+
+    def __call__(self, name: str) -> np.ndarray:
+        return np.asarray(self.raw(name)).astype(self.dtype)
+
+    def leaves(self, prefix: str) -> dict[str, np.ndarray]:
+        return {name[len(prefix):]: self(name) for name in self.shapes if name.startswith(prefix)}
+
+
+def forward(config: Mapping, params: Mapping[str, np.ndarray], tokens: Sequence[int],
+            *, dtype: type = np.float64) -> np.ndarray:
+    """Logits ``[len(tokens), vocab_size]`` of the text model at positions ``0..T-1``."""
+    spec = TextSpec.from_config(config)
+    p = _Parameters(params, spec, np.dtype(dtype))
+    ids = np.asarray(tokens, dtype=np.int64)
+    if ids.ndim != 1 or ids.size == 0 or ids.min() < 0 or ids.max() >= spec.vocab_size:
+        raise ConversionError(f"tokens must be 1..n ids in [0, {spec.vocab_size})", json_path="tokens",
+                              rule="golden_tokens")
+    positions = np.arange(ids.size)
+    zc, eps = spec.zero_centred_norms, spec.rms_norm_eps
+    h = np.asarray(p.raw("text/token_embedding")[ids]).astype(p.dtype)
+    for layer, kind in enumerate(spec.layer_types):
+        pre = f"text/layers/{layer}/"
+        x = rms_norm(h, p(pre + "input_norm"), eps, zero_centred=zc)
+        if kind == "full_attention":
+            h = h + attention(x, p.leaves(pre + "attention/"), spec, positions)
+        else:
+            h = h + gated_delta_net(x, p.leaves(pre + "gdn/"), spec)
+        x = rms_norm(h, p(pre + "post_attention_norm"), eps, zero_centred=zc)
+        h = h + swiglu_mlp(x, p(pre + "mlp/gate"), p(pre + "mlp/up"), p(pre + "mlp/down"))
+    h = rms_norm(h, p("text/final_norm"), eps, zero_centred=zc)
+    head = p.raw("text/output_head")
+    logits = np.empty((ids.size, spec.vocab_size), dtype=p.dtype)
+    for start in range(0, spec.vocab_size, HEAD_ROWS):  # bounded memory for large vocabularies
+        logits[:, start : start + HEAD_ROWS] = h @ np.asarray(head[start : start + HEAD_ROWS]).astype(p.dtype).T
+    return logits
+
+
+def compare_logits(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
+    """``top1_agreement`` (fraction of positions whose argmax agrees), ``max_abs_error``, ``cosine``."""
+    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a64.shape != b64.shape or a64.ndim != 2:
+        raise ValueError(f"logits must be two [T, V] arrays of one shape, got {a64.shape} and {b64.shape}")
+    denom = np.linalg.norm(a64) * np.linalg.norm(b64)
+    return {
+        "top1_agreement": float(np.mean(a64.argmax(axis=-1) == b64.argmax(axis=-1))),
+        "max_abs_error": float(np.max(np.abs(a64 - b64))),
+        "cosine": float(np.dot(a64.ravel(), b64.ravel()) / denom) if denom > 0 else float(np.array_equal(a64, b64)),
+    }
