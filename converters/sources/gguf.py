@@ -101,6 +101,11 @@ class GGUFSource(Source):
     def metadata(self) -> GGUFMetadata:
         return self._metadata
 
+    @property
+    def opened(self) -> OpenFile:
+        """The open descriptor (inspection verifies and hashes through it)."""
+        return self._file
+
     def identity(self) -> dict:
         return file_identity(self._file, self.header.header_sha256, self.header.header_length)
 

@@ -96,6 +96,7 @@ class GGUFHeader:
     bytes_read: int = 0
     ranges_read: list = field(default_factory=list)
     retained_bytes: int = 0
+    hasher: Any = None  # SHA-256 state after the header bytes (a full-file hash continues from it)
 
     @property
     def struct_order(self) -> str:
@@ -172,6 +173,7 @@ def parse_gguf(f: OpenFile, *, budget: RetainedBudget | None = None) -> GGUFHead
 
     hdr.header_length = reader.pos
     hdr.header_sha256 = reader.hasher.hexdigest()
+    hdr.hasher = reader.hasher
     hdr.bytes_read = reader.bytes_read
     hdr.ranges_read = reader.ranges_read()
     hdr.retained_bytes = budget.used

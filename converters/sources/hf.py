@@ -38,14 +38,21 @@ SECTION = "seed 002 §sharded safetensors"
 def read_json_file(path: Path, what: str):
     """Read a small JSON side file strictly (typed errors; size bounded by the header cap).
 
-    Returns ``(value, sha256_hex, size)``.
+    Returns ``(value, sha256_hex, size)``; ``FileIdentity`` of what was read is ``value_identity``.
     """
+    value, sha, size, _ = read_json_file_with_identity(path, what)
+    return value, sha, size
+
+
+def read_json_file_with_identity(path: Path, what: str):
+    """:func:`read_json_file` plus the :class:`FileIdentity` of the descriptor it read."""
     with OpenFile(path) as f:
         if f.size > HEADER_CAP:
             raise SourceFormatError(f"{what}: {f.size} bytes exceed the {HEADER_CAP}-byte cap",
                                     file=str(path), rule="header_cap", category="limit_exceeded")
         data = f.pread(f.size, 0) if f.size else b""
-    return strict_json.loads(data, file=path, what=what), hashlib.sha256(data).hexdigest(), len(data)
+    value = strict_json.loads(data, file=path, what=what)
+    return value, hashlib.sha256(data).hexdigest(), len(data), f.identity
 
 
 def _plain_name(name) -> bool:
@@ -63,6 +70,7 @@ class HFCheckpoint(Source):
                               category="not_directory", rule="target_usable")
         self.config: dict | None = None
         self.side_files: dict[str, dict] = {}  # name -> {sha256, size}
+        self.side_identity: dict = {}  # name -> FileIdentity when read
         self.index: dict | None = None
         self.shards: dict[str, SafetensorsSource] = {}
         self.index_total_size: int | None = None
@@ -77,13 +85,19 @@ class HFCheckpoint(Source):
             raise SourceError(f"{CONFIG_NAME} is missing", file=str(self.path / CONFIG_NAME),
                               code="target_unavailable", category="missing", rule="hf_config_present")
 
+    def read_side_json(self, name: str):
+        """Read the JSON side file ``name`` strictly, recording its digest, size and identity."""
+        value, sha, size, ident = read_json_file_with_identity(self.path / name, name)
+        self.side_files[name] = {"sha256": sha, "size": size}
+        self.side_identity[name] = ident
+        return value
+
     def _open(self) -> None:
         cfg = self.path / CONFIG_NAME
         if cfg.exists():
-            self.config, sha, size = read_json_file(cfg, CONFIG_NAME)
+            self.config = self.read_side_json(CONFIG_NAME)
             if not isinstance(self.config, dict):
                 raise SourceFormatError(f"{CONFIG_NAME} is not a JSON object", file=str(cfg), rule="hf_config_object")
-            self.side_files[CONFIG_NAME] = {"sha256": sha, "size": size}
         idx = self.path / INDEX_NAME
         if idx.exists():
             self._open_index(idx)
@@ -92,8 +106,7 @@ class HFCheckpoint(Source):
         self.resource_files = {n: self.path / n for n in RESOURCE_NAMES if (self.path / n).is_file()}
 
     def _open_index(self, idx: Path) -> None:
-        index, sha, size = read_json_file(idx, INDEX_NAME)
-        self.side_files[INDEX_NAME] = {"sha256": sha, "size": size}
+        index = self.read_side_json(INDEX_NAME)
         wm = index.get("weight_map") if isinstance(index, dict) else None
         if not isinstance(wm, dict) or not wm:
             raise SourceFormatError("weight_map is missing or empty", file=str(idx), json_path="$.weight_map",

@@ -62,6 +62,7 @@ class STHeader:
     bytes_read: int = 0
     ranges_read: list = field(default_factory=list)
     retained_bytes: int = 0
+    hasher: Any = None  # SHA-256 state after the header bytes (a full-file hash continues from it)
 
     @property
     def header_length(self) -> int:
@@ -102,7 +103,7 @@ def parse_safetensors(f: OpenFile, *, budget: RetainedBudget | None = None) -> S
     hasher = hashlib.sha256(prefix)
     hasher.update(data)
     hdr = STHeader(file_size=f.size, json_length=n, header_sha256=hasher.hexdigest(), bytes_read=8 + n,
-                   ranges_read=[[0, 8 + n]])
+                   ranges_read=[[0, 8 + n]], hasher=hasher)
     if not data.startswith(b"{"):
         raise _reject(f, "header", "JSON header does not start with '{'", "st_header_start")
     # the retained rows are bounded by the objects in the text; charge them before parsing
@@ -213,6 +214,11 @@ class SafetensorsSource(Source):
     @property
     def metadata(self) -> dict[str, str]:
         return self.header.metadata
+
+    @property
+    def opened(self) -> OpenFile:
+        """The open descriptor (inspection verifies and hashes through it)."""
+        return self._file
 
     def identity(self) -> dict:
         return file_identity(self._file, self.header.header_sha256, self.header.header_length)

@@ -1,0 +1,142 @@
+"""``convert inspect PATH``: static inspection of a GGUF, safetensors (file or sharded directory) or
+``.ninfer`` artifact, or a page of a stored Evidence record (seed 002).
+
+Examples::
+
+    convert inspect model.gguf                       # rich tables: summary, metadata, tensors, types
+    convert inspect model.gguf --json                # the full Evidence record
+    convert inspect model-dir --hash full --json     # plus streamed SHA-256 of every file
+    convert inspect model.gguf --detail summary --evidence-output ev.json \\
+        --view '{"collection": "tensors", "names": ["token_embd.weight"]}' --json
+    convert inspect ev.json --detail summary --view '{"collection": "metadata", "keys": ["general.name"]}'
+
+Exit status: 0 complete; 1 rejected input or partial evidence (printed, with the error on stderr); 130
+Ctrl-C after the header was verified (partial evidence printed).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from converters.cli.output import byte_progress, command, console, emit_json, report_error, table
+
+MAX_CELL = 60
+
+
+def _cell(v) -> str:
+    s = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+    return s if len(s) <= MAX_CELL else s[:MAX_CELL - 1] + "…"
+
+
+def _metadata_value(r: dict) -> str:
+    if "value" in r:
+        return _cell(r["value"])
+    more = "" if r["preview_complete"] else ", …"
+    return _cell(f"[{r['element_type']} × {r['count']}] " + ", ".join(_cell(v) for v in r["preview"]) + more)
+
+
+def _print_record(rec: dict) -> None:
+    art, tot = rec["artifact"], rec["totals"]
+    rows = [["status", rec["status"]], ["format", rec["format"]], ["path", art["path"]],
+            ["size", f"{art['size']:,}"], ["header length", f"{art['header_length']:,}"],
+            ["header sha256", art["header_sha256"]], ["sha256", art["sha256"] or "(not computed)"],
+            ["bytes read", f"{art['bytes_read']:,}"], ["identity", art["identity"]],
+            ["tensors", tot["tensor_count"]], ["parameters", tot["parameter_count"]],
+            ["bytes (declared)", "unknown" if tot["bytes"] is None else f"{tot['bytes']:,}"],
+            ["chat template", "present" if rec["chat_template"]["present"] else "absent"]]
+    rows += [[k, _cell(v)] for k, v in rec.get("details", {}).items() if not isinstance(v, dict | list)]
+    console.print(table("summary", ["field", "value"], rows))
+    console.print(table("metadata", ["#", "key", "type", "value"],
+                        [[r["index"], r["key"], r["type"], _metadata_value(r)] for r in rec["metadata"]]))
+    console.print(table("tensors", ["#", "name", "type", "type_id", "shape", "file_offset", "byte_length",
+                                    "storage"],
+                        [[r["index"], r["name"], r["type"], r["type_id"], "×".join(r["shape"]) or "scalar",
+                          r["file_offset"], "unknown" if r["byte_length"] is None else r["byte_length"],
+                          r["storage_validation"]] for r in rec["tensors"]]))
+    console.print(table("per-type totals", ["type", "type_id", "tensors", "parameters", "bytes"],
+                        [[r["type"], r["type_id"], r["tensor_count"], r["parameter_count"],
+                          "unknown" if r["bytes"] is None else f"{r['bytes']:,}"] for r in rec["types"]]))
+    for lim in rec["limitations"]:
+        console.print(f"[yellow]limitation[/] {lim['code']}: {lim['message']} ({len(lim['tensors'])} tensors)")
+    for u in rec["unknowns"]:
+        console.print(f"[dim]unknown:[/] {u}")
+
+
+def _print_summary(s: dict) -> None:
+    art = s["artifact"]
+    rows = [["status", s["status"]], ["format", s["format"]], ["path", art["path"]], ["size", art["size"]],
+            ["header sha256", art["header_sha256"]], ["sha256", art["sha256"] or "(not computed)"],
+            ["tensors", s["counts"]["tensors"]], ["metadata", s["counts"]["metadata"]],
+            ["parameters", s["totals"]["parameter_count"]], ["parent evidence", s["parent_evidence_id"]],
+            ["evidence output", s["evidence_output"] or "-"]]
+    console.print(table("summary", ["field", "value"], rows))
+    console.print(table("header metadata", ["key", "type", "value"],
+                        [[m["key"], m["type"], _cell(m["value"])] for m in s["header_metadata"]]))
+    page = s.get("page")
+    if page is not None:
+        cols = sorted({k for r in page["rows"] for k in r} - {"index"})
+        console.print(table(f"{page['collection']} (matches {page['matches']}, offset {page['offset']})",
+                            ["#", *cols], [[r["index"], *[_cell(r.get(c)) for c in cols]] for r in page["rows"]]))
+
+
+@command("inspect")
+def inspect_cmd(
+    path: Path = typer.Argument(..., help="GGUF / safetensors file, checkpoint directory, .ninfer entry, "
+                                "or a stored Evidence record."),
+    hash_mode: str = typer.Option("header", "--hash", help="header: header digest only; full: SHA-256 of "
+                                  "every byte (streamed)."),
+    detail: str = typer.Option("full", "--detail", help="full Evidence, or a compact summary."),
+    evidence_output: Path | None = typer.Option(None, "--evidence-output", help="Also write the full "
+                                                "Evidence record to this new file."),
+    view: str | None = typer.Option(None, "--view", help="JSON selection, e.g. "
+                                    "'{\"collection\": \"tensors\", \"names\": [\"output.weight\"]}' "
+                                    "(needs --detail summary)."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output (one JSON document)."),
+) -> None:
+    """Inspect a model artifact statically and report evidence (nothing is loaded or run)."""
+    from converters.inspect import InspectionCancelled, inspect_model_artifact
+
+    if hash_mode not in ("header", "full"):
+        raise typer.BadParameter("--hash must be 'header' or 'full'")
+    if detail not in ("full", "summary"):
+        raise typer.BadParameter("--detail must be 'full' or 'summary'")
+    view_obj = None
+    if view is not None:
+        if detail != "summary":
+            raise typer.BadParameter("--view needs --detail summary (a full record and a selection conflict)")
+        try:
+            view_obj = json.loads(view)
+        except json.JSONDecodeError as exc:
+            raise typer.BadParameter(f"--view is not JSON: {exc}") from None
+    if evidence_output is not None and evidence_output.exists():
+        raise typer.BadParameter(f"--evidence-output {evidence_output} exists; refusing to overwrite")
+
+    def run(progress=None) -> dict:
+        return inspect_model_artifact(path, hash=hash_mode, detail=detail, view=view_obj,
+                                      evidence_output=evidence_output, progress=progress)
+
+    try:
+        if hash_mode == "full" and not json_out and path.is_file():
+            with byte_progress(disable=not sys.stderr.isatty()) as bar:
+                task = bar.add_task("sha256", total=path.stat().st_size)
+                result = run(lambda n: bar.advance(task, n))
+        else:
+            result = run()
+    except InspectionCancelled as exc:
+        emit_json(exc.evidence) if json_out else _print_record(exc.evidence)
+        report_error("cancelled after the header was verified; partial evidence printed")
+        raise typer.Exit(130) from None
+    if json_out:
+        emit_json(result)
+    elif "parent_evidence_id" in result:
+        _print_summary(result)
+    else:
+        _print_record(result)
+    if result.get("status") != "complete":
+        err = result.get("error") or {}
+        report_error(f"partial evidence: {err.get('message', 'incomplete')} ({err.get('code')})")
+        raise typer.Exit(1)

@@ -1,0 +1,131 @@
+"""``convert inspect``: evidence-grade static inspection of GGUF, safetensors (single, sharded) and
+``.ninfer`` artifacts (seed 002, issue [inspect]).
+
+:func:`inspect_model_artifact` detects the input by content, verifies its header with the same strict
+parser the converters read through, optionally hashes the whole input, re-checks the descriptors'
+identity and returns the Evidence record (:mod:`converters.inspect.evidence`) or its summary with a
+selected page (:mod:`converters.inspect.views`). A stored Evidence record given as the path is served
+from its retained facts without reopening the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from converters.errors import SourceError
+from converters.inspect.evidence import EvidenceError, load_evidence, write_evidence
+from converters.inspect.gguf_facts import gguf_facts
+from converters.inspect.hashing import BUFFER_BYTES
+from converters.inspect.run import InspectionCancelled, finish, header_file, side_file
+from converters.inspect.safetensors_facts import hf_facts, safetensors_facts
+from converters.inspect.summary import summarize
+from converters.inspect.views import ViewError, parse_view, select
+from converters.sources import sniff
+from converters.sources.fileio import OpenFile
+from converters.sources.gguf_header import parse_gguf
+from converters.sources.hf import HFCheckpoint
+from converters.sources.safetensors import parse_safetensors
+
+HASH_MODES = ("header", "full")
+DETAILS = ("full", "summary")
+
+
+def _inspect_file(path: Path, parse, facts_of, role: str, **kw) -> dict:
+    f = OpenFile(path)
+    try:
+        hdr = parse(f)
+        return finish(path, facts_of(hdr), [header_file(path.name, role, f, hdr)], single=True, **kw)
+    finally:
+        f.close()
+
+
+def _inspect_directory(path: Path, **kw) -> dict:
+    ckpt = HFCheckpoint(path, require_config=False)
+    try:
+        facts = hf_facts(ckpt)
+        files = [side_file(n, "index" if n.endswith("index.json") else ("config" if n == "config.json" else
+                           "resource"), path / n, info, ckpt.side_identity[n]) for n, info in ckpt.side_files.items()]
+        files += [header_file(n, "shard", s.opened, s.header) for n, s in ckpt.shards.items()]
+        return finish(path, facts, files, single=False, **kw)
+    finally:
+        ckpt.close()
+
+
+def _inspect_ninfer(path: Path, **kw) -> dict:
+    from converters.inspect.ninfer_facts import inspect_ninfer
+
+    return inspect_ninfer(path, **kw)
+
+
+def inspect_model_artifact(path, *, hash: str = "header", detail: str = "full", view: dict | None = None,
+                           evidence_output=None, progress: Callable[[int], None] | None = None,
+                           buffer_bytes: int = BUFFER_BYTES) -> dict:
+    """Inspect ``path`` (GGUF, safetensors, HF/sharded directory, ``.ninfer``, or a stored Evidence file).
+
+    Args:
+        hash: ``"header"`` (header length and SHA-256 only; ``artifact.sha256`` and ``body`` null) or
+            ``"full"`` (streamed SHA-256 of every byte).
+        detail: ``"full"`` returns the Evidence record; ``"summary"`` the compact summary.
+        view: a selection (:mod:`converters.inspect.views`); requires ``detail="summary"``.
+        evidence_output: also write the full record there (refuses to overwrite).
+        progress: called with the number of bytes hashed after each buffer (full mode).
+
+    Returns:
+        The Evidence record or summary. ``status`` is ``"partial"`` when hashing or the identity check
+        failed after the header was verified (the typed error is in ``error``).
+
+    Raises:
+        SourceError: the target is missing, unusable or rejected by the strict parser
+            (``target_unavailable``) or a host I/O failure occurred before the header was verified
+            (``execution_failure``).
+        ViewError: conflicting options or an invalid view.
+        InspectionCancelled: Ctrl-C after the header was verified (carries the partial record).
+    """
+    if hash not in HASH_MODES:
+        raise ViewError(f"hash must be one of {HASH_MODES}, not {hash!r}", json_path="hash", rule="options_valid")
+    if detail not in DETAILS:
+        raise ViewError(f"detail must be one of {DETAILS}, not {detail!r}", json_path="detail",
+                        rule="options_valid")
+    spec = None
+    if view is not None:
+        if detail != "summary":
+            raise ViewError("a view needs detail='summary' (full detail and a selection conflict)",
+                            json_path="view", rule="options_conflict")
+        spec = parse_view(view)
+    if evidence_output is not None and Path(evidence_output).exists():
+        raise SourceError("evidence output already exists; refusing to overwrite", file=str(evidence_output),
+                          code="target_unavailable", category="output_exists", rule="no_overwrite")
+    p = Path(path)
+    kind = sniff(p)
+    kw = {"hash_mode": hash, "progress": progress, "buffer_bytes": buffer_bytes}
+    if kind == "json":
+        if hash == "full":
+            raise ViewError("a stored Evidence record cannot be re-hashed; inspect the model itself",
+                            json_path="hash", rule="options_conflict")
+        record = load_evidence(p)
+    elif kind == "gguf":
+        record = _inspect_file(p, parse_gguf, gguf_facts, "gguf", **kw)
+    elif kind == "safetensors":
+        record = _inspect_file(p, parse_safetensors, safetensors_facts, "safetensors", **kw)
+    elif kind == "directory":
+        record = _inspect_directory(p, **kw)
+    elif kind == "ninfer":
+        record = _inspect_ninfer(p, **kw)
+    elif kind == "ninfer_part":
+        raise SourceError("this is a .ninfer continuation part; inspect the entry file", file=str(p),
+                          code="target_unavailable", category="unsupported_target", rule="ninfer_entry")
+    else:
+        raise SourceError("not a GGUF, safetensors, .ninfer file, checkpoint directory or Evidence record "
+                          "(detected by content)", file=str(p), code="target_unavailable",
+                          category="unsupported_target", rule="source_kind")
+    if evidence_output is not None:
+        write_evidence(evidence_output, record)
+    if detail == "full":
+        return record
+    page = select(record, spec) if spec is not None else None
+    return summarize(record, page=page, evidence_output=evidence_output)
+
+
+__all__ = ["EvidenceError", "InspectionCancelled", "ViewError", "inspect_model_artifact", "load_evidence",
+           "select", "summarize"]

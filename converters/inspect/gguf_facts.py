@@ -1,0 +1,109 @@
+"""Evidence facts of a GGUF header: format details, metadata rows, tensor rows, limitations, chat template.
+
+Tensor rows keep directory order and GGUF's fastest-first dims (seed 002). Limitations follow the
+seed's statements for the historical type-id ambiguities (see :mod:`converters.sources.gguf_types`):
+they name the affected rows, the candidates, and what stays unknown (byte lengths and the totals they
+feed). Facts only: nothing here reads tensor data.
+"""
+
+from __future__ import annotations
+
+from gguf.constants import GGUFValueType
+
+from converters.inspect.values import dims_json, gguf_value_json
+from converters.sources.gguf_header import GGUFHeader, TensorInfo
+
+CHAT_TEMPLATE = "tokenizer.chat_template"
+CHAT_TEMPLATE_PREFIX = "tokenizer.chat_template."
+CHAT_TEMPLATE_NAMES = "tokenizer.chat_templates"
+
+
+def metadata_rows(hdr: GGUFHeader) -> list[dict]:
+    rows = []
+    for e in hdr.metadata:
+        row = {"index": e.index, "key": e.key, "type": GGUFValueType(e.vtype).name}
+        if e.vtype == GGUFValueType.ARRAY:
+            row.update(gguf_value_json(e.value, e.vtype))
+        else:
+            row["value"] = gguf_value_json(e.value, e.vtype)
+        rows.append(row)
+    return rows
+
+
+def _limitation(t: TensorInfo) -> tuple[str, str, tuple] | None:
+    """(code, message, candidates) for a row whose storage the declaration leaves open."""
+    g = t.gtype
+    if t.elements == 0 and g.status != "unknown":
+        return None
+    if g.status == "layout_ambiguous" and g.type_id == 9:
+        return ("q8_1_layout_unknown", "Q8_1 has two published layouts (40 or 36 bytes per 32 elements) under "
+                "the same GGUF v3 / quantization version 2; byte length unknown", g.candidates)
+    if g.status == "layout_ambiguous":
+        return ("k_quant_block_unknown", f"{g.name}: K-quant blocks were 64 elements under b1500 LLAMA_QKK_64 "
+                "and 256 by default, undistinguished by the file; only the 64-element row multiple is "
+                "enforced; byte length unknown", g.candidates)
+    if g.status == "ambiguous":
+        return ("type_id_ambiguous", f"type id {g.type_id} had several published meanings before ggml PR 6050 "
+                "pinned the ids; byte length unknown", g.candidates)
+    if g.status == "q2_0" and t.block is None:
+        return ("q2_0_layout_unresolved", "type id 42 (Q2_0) is PrismML legacy 128/34 or official 64/18; the "
+                f"tensor's data range does not decide it ({t.q2_0_reason})", g.candidates)
+    if g.status == "unknown":
+        return ("unknown_type_id", f"type id {g.type_id} is not a known GGML type; byte length unknown", ())
+    return None
+
+
+def tensor_rows(hdr: GGUFHeader) -> tuple[list[dict], list[dict]]:
+    rows, limits = [], {}
+    for t in hdr.tensors:
+        row = {
+            "index": t.index, "name": t.name, "type": t.type_name, "type_id": t.type_id,
+            "shape": dims_json(t.dims), "n_dims": len(t.dims), "relative_offset": t.rel_offset,
+            "file_offset": t.file_offset, "byte_length": t.byte_length,
+            "storage_validation": t.storage_validation, "parameter_count": str(t.elements),
+        }
+        if t.block is not None:
+            row["block"] = list(t.block)
+        if t.gtype.status == "q2_0" and t.block is not None:
+            row["resolution"] = {"from": "data_range", "reason": t.q2_0_reason, "data_range": t.data_range}
+        rows.append(row)
+        lim = _limitation(t)
+        if lim is not None:
+            code, message, candidates = lim
+            entry = limits.setdefault((code, t.type_id), {
+                "code": code, "type": t.type_name, "type_id": t.type_id, "message": message,
+                "candidates": list(candidates), "tensors": []})
+            entry["tensors"].append(t.index)
+    return rows, list(limits.values())
+
+
+def chat_template(hdr: GGUFHeader) -> dict:
+    """Presence of template *content*; a names-only ``tokenizer.chat_templates`` list establishes none."""
+    keys = {e.key: e for e in hdr.metadata}
+    default = CHAT_TEMPLATE in keys and keys[CHAT_TEMPLATE].vtype == GGUFValueType.STRING
+    named = sorted(k[len(CHAT_TEMPLATE_PREFIX):] for k, e in keys.items()
+                   if k.startswith(CHAT_TEMPLATE_PREFIX) and e.vtype == GGUFValueType.STRING)
+    listed = []
+    if CHAT_TEMPLATE_NAMES in keys:
+        v = keys[CHAT_TEMPLATE_NAMES].value
+        listed = [n for n in getattr(v, "preview", []) if isinstance(n, str) and n not in named]
+    return {"present": bool(default or named), "default": default, "named": named,
+            "listed_without_content": listed, "source": "gguf_metadata"}
+
+
+def gguf_facts(hdr: GGUFHeader) -> dict:
+    tensors, limitations = tensor_rows(hdr)
+    return {
+        "format": "gguf",
+        "details": {
+            "version": hdr.version, "byte_order": hdr.byte_order, "alignment": hdr.alignment,
+            "alignment_source": hdr.alignment_source, "tensor_count": len(hdr.tensors),
+            "metadata_count": len(hdr.metadata), "directory_end": hdr.header_length,
+            "data_offset": hdr.data_offset, "shape_order": "fastest_first",
+        },
+        "metadata": metadata_rows(hdr),
+        "tensors": tensors,
+        "limitations": limitations,
+        "chat_template": chat_template(hdr),
+        "retained_bytes": hdr.retained_bytes,
+    }
