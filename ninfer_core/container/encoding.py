@@ -40,6 +40,6 @@ def codec_findings(obj: TensorObject, data, *, json_path: str, file: str | None)
     """The codec's validity findings for an object's encoded bytes (invalid codes, scales, padding)."""
     from ninfer_core import codecs
 
-    found = codecs.check(obj.format, obj.layout, obj.shape, data, divisors=obj.divisors)
+    found = codecs.check(obj.format, obj.layout, obj.shape, data, obj.divisors, json_path=json_path)
     return [Finding(f.rule, f.severity, json_path, f"object {obj.id!r}: {f.message}", f.section, file)
             for f in found]
