@@ -32,6 +32,12 @@ def _cell(v) -> str:
     return s if len(s) <= MAX_CELL else s[:MAX_CELL - 1] + "…"
 
 
+def _shape(shape) -> str:
+    if shape is None:
+        return "-"
+    return "×".join(shape) or "scalar"
+
+
 def _metadata_value(r: dict) -> str:
     if "value" in r:
         return _cell(r["value"])
@@ -54,7 +60,7 @@ def _print_record(rec: dict) -> None:
                         [[r["index"], r["key"], r["type"], _metadata_value(r)] for r in rec["metadata"]]))
     console.print(table("tensors", ["#", "name", "type", "type_id", "shape", "file_offset", "byte_length",
                                     "storage"],
-                        [[r["index"], r["name"], r["type"], r["type_id"], "×".join(r["shape"]) or "scalar",
+                        [[r["index"], r["name"], r["type"], r["type_id"], _shape(r["shape"]),
                           r["file_offset"], "unknown" if r["byte_length"] is None else r["byte_length"],
                           r["storage_validation"]] for r in rec["tensors"]]))
     console.print(table("per-type totals", ["type", "type_id", "tensors", "parameters", "bytes"],

@@ -83,6 +83,8 @@ def unknowns(record: dict) -> list[str]:
         out.append("file sha256 (hash mode header: the header digest is no commitment to the weights)")
     elif cov["digest"] == "unknown":
         out.append("file sha256 (hashing did not complete)")
+    elif cov["digest"] == "partial":
+        out.append("sha256 of the whole file set (some files could not be read)")
     if cov["identity"] != "verified":
         out.append(f"final file identity ({cov['identity']})")
     return out

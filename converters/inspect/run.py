@@ -189,6 +189,11 @@ def assemble(path, facts: dict, files: list[InspectedFile], *, hash_mode: str, s
         "unknowns": [],
         "error": outcome.error,
     }
+    if facts.get("digest_incomplete") and outcome.digest_done:
+        # some files of the set could not be read: no digest of the whole set
+        artifact["sha256"] = None
+        record["body"]["sha256"] = None
+        record["coverage"]["digest"] = "partial"
     for k, v in facts.get("extra", {}).items():
         record[k] = v
     record["unknowns"] = ev.unknowns(record) + facts.get("unknowns", [])

@@ -2,8 +2,8 @@
 
 Plain dtypes are numpy views (``ml_dtypes`` for bfloat16 and the 8-bit floats); GGML block types go through
 ``gguf.quants.dequantize`` (vectorized, one class per type); the types gguf-py has no decoder for (Q1_0,
-PrismML Q2_0 / PQ2_0 / PTQ1_0) go through ``ninfer_core.codecs.decode`` with the ``gguf_<type>`` /
-``ggml_blocks_v1`` passthrough formats of storage-layouts §5. Block types in big-endian GGUF files and
+PrismML Q2_0 / PQ2_0 / PTQ1_0) go through ``ninfer_core.codecs`` (the ``gguf_<type>`` / ``ggml_blocks_v1``
+passthrough of storage-layouts §5 where registered, else the exact transcode of §6 and its decoder). Block types in big-endian GGUF files and
 packed sub-byte safetensors dtypes have no decoder here: a typed error says so.
 """
 
@@ -24,8 +24,9 @@ GGUF_PLAIN = {"F32": "f4", "F16": "f2", "F64": "f8", "I8": "i1", "I16": "i2", "I
 ST_PLAIN = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2", "I8": "i1",
             "U64": "<u8", "U32": "<u4", "U16": "<u2", "U8": "u1", "BOOL": "?"}
 ST_ML = {"BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2", "F8_E8M0": "float8_e8m0fnu"}
-# GGML types decoded by ninfer_core.codecs (storage-layouts §5 format names)
-CODEC_FORMATS = {"Q1_0": "gguf_q1_0", "PQ2_0": "gguf_pq2_0", "PTQ1_0": "gguf_ptq1_0"}
+# GGML types gguf-py cannot decode, decoded through ninfer_core.codecs
+CODEC_TYPES = {"Q1_0", "PQ2_0", "PTQ1_0"}
+EXACT_TARGETS = ("q2_g64_fp16", "t2_g128_fp16")
 
 
 def _no_decoder(t, why: str) -> SourceError:
@@ -53,7 +54,7 @@ def decode_tensor(t, raw: np.ndarray, *, big_endian: bool = False) -> np.ndarray
         raise _no_decoder(t, "block types of big-endian GGUF files are not decoded")
     ne0 = shape[-1] if shape else 1
     rows = t.elements // ne0 if ne0 else 0
-    if name == "Q2_0" or name in CODEC_FORMATS:
+    if name == "Q2_0" or name in CODEC_TYPES:
         return _decode_codec(t, raw, rows, ne0).reshape(shape)
     import gguf.quants
     from gguf.constants import GGMLQuantizationType
@@ -67,18 +68,32 @@ def decode_tensor(t, raw: np.ndarray, *, big_endian: bool = False) -> np.ndarray
 
 
 def _decode_codec(t, raw: np.ndarray, rows: int, ne0: int) -> np.ndarray:
+    """Q1_0 through its ``gguf_q1_0`` passthrough codec; the PrismML types through their exact v3 target
+    (``transcode_ggml`` copies codes and multipliers, so decoding the target gives the source values)."""
     if t.dtype == "Q2_0":
-        fmt = "gguf_pq2_0" if t.block == (128, 34) else "gguf_q2_0"
+        name = "Q2_0_G128" if t.block == (128, 34) else "Q2_0_G64"
     else:
-        fmt = CODEC_FORMATS[t.read_type]
+        name = t.read_type
     try:
         from ninfer_core import codecs
+        from ninfer_core.errors import NinferError
     except ImportError:
         raise _no_decoder(t, "ninfer_core.codecs is not available") from None
+    shape = [rows, ne0]
     try:
-        return np.asarray(codecs.decode(fmt, "ggml_blocks_v1", [rows, ne0], raw), dtype=np.float32)
-    except (KeyError, LookupError, ValueError) as exc:
-        raise _no_decoder(t, f"ninfer_core.codecs cannot decode {fmt}: {exc}") from None
+        fmt = f"gguf_{name.lower()}"
+        if fmt in codecs.FORMATS:
+            return np.asarray(codecs.decode(fmt, "ggml_blocks_v1", shape, raw), dtype=np.float32)
+        targets = codecs.exact_targets(name)
+        target = next((f for f in EXACT_TARGETS if f in targets), None)
+        if target is None:
+            raise _no_decoder(t, f"ninfer_core.codecs has no exact target for {name}")
+        data = codecs.transcode_ggml(name, raw, shape, target, tensor=t.name)
+        return np.asarray(codecs.decode(target, codecs.FORMATS[target].layout, shape, data), dtype=np.float32)
+    except NinferError as exc:
+        if isinstance(exc, SourceError):
+            raise
+        raise _no_decoder(t, f"ninfer_core.codecs: {exc}") from None
 
 
 def _decode_safetensors(t, raw: np.ndarray) -> np.ndarray:

@@ -33,9 +33,9 @@ def limit_error(message: str, *, file, rule: str, json_path: str | None = None) 
 class RetainedBudget:
     """Counts the bytes a parser intends to retain; :meth:`charge` raises before the limit is crossed."""
 
-    def __init__(self, file, limit: int = RETAINED_BUDGET) -> None:
+    def __init__(self, file, limit: int | None = None) -> None:
         self.file = file
-        self.limit = limit
+        self.limit = RETAINED_BUDGET if limit is None else limit
         self.used = 0
 
     def charge(self, nbytes: int, what: str) -> None:
