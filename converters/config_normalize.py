@@ -131,10 +131,19 @@ class _Context:
             return value
         return ref
 
+    def ref_name(self, ref: object) -> str:
+        """What a reference names, for messages: the formatted key or the field name."""
+        text = str(ref)
+        for prefix in ("key:", "field:"):
+            if text.startswith(prefix):
+                return self.key_name(text[len(prefix):])
+        return text
+
     def int_ref(self, ref: object) -> int:
         value = self.ref(ref)
         if not value_matches(value, "int"):
-            raise self.error(f"{ref} is {value!r}, not an integer", key=str(ref), rule="field_type")
+            raise self.error(f"{self.ref_name(ref)} is {value!r}, not an integer", key=self.ref_name(ref),
+                             rule="field_type")
         return value
 
     def tensor_shape(self, name: str) -> tuple[int, ...] | None:
@@ -147,16 +156,17 @@ class _Context:
 def _ratio(ctx: _Context, args: Mapping, field: FieldRule) -> float:
     num, den = ctx.int_ref(args["numerator"]), ctx.int_ref(args["denominator"])
     if den <= 0 or not 0 < num <= den:
-        raise ctx.error(f"{field.name}: {args['numerator']} = {num} is not in (0, {args['denominator']} = {den}]",
-                        key=ctx.key_name(str(args["numerator"])), rule="ratio_range")
+        raise ctx.error(f"{field.name}: {ctx.ref_name(args['numerator'])} = {num} is not in "
+                        f"(0, {ctx.ref_name(args['denominator'])} = {den}]", key=ctx.ref_name(args["numerator"]),
+                        rule="ratio_range")
     return num / den
 
 
 def _exact_quotient(ctx: _Context, args: Mapping, field: FieldRule) -> int:
     num, den = ctx.int_ref(args["numerator"]), ctx.int_ref(args["denominator"])
     if den <= 0 or num % den:
-        raise ctx.error(f"{field.name}: {args['numerator']} = {num} is not a multiple of "
-                        f"{args['denominator']} = {den}", key=ctx.key_name(str(args["numerator"])),
+        raise ctx.error(f"{field.name}: {ctx.ref_name(args['numerator'])} = {num} is not a multiple of "
+                        f"{ctx.ref_name(args['denominator'])} = {den}", key=ctx.ref_name(args["numerator"]),
                         rule="exact_quotient")
     return num // den
 
@@ -164,7 +174,8 @@ def _exact_quotient(ctx: _Context, args: Mapping, field: FieldRule) -> int:
 def _floor_quotient(ctx: _Context, args: Mapping, field: FieldRule) -> int:
     num, den = ctx.int_ref(args["numerator"]), ctx.int_ref(args["denominator"])
     if den <= 0:
-        raise ctx.error(f"{field.name}: divisor {args['denominator']} = {den}", rule="exact_quotient")
+        raise ctx.error(f"{field.name}: divisor {ctx.ref_name(args['denominator'])} = {den}",
+                        key=ctx.ref_name(args["denominator"]), rule="exact_quotient")
     return num // den
 
 

@@ -279,11 +279,14 @@ def load_rules(directory: Path, derivations: Mapping[str, frozenset[str]]) -> di
     ``derivations`` maps each derivation name the caller implements to the args it requires; a rule naming
     another derivation, or leaving out a required arg, is rejected here, before any source is read.
     """
-    return dict(_load_all(Path(directory), tuple(sorted((k, frozenset(v)) for k, v in derivations.items()))))
+    directory = Path(directory)
+    # the cache key includes each file's size and mtime, so an edited rules file is read again
+    signature = tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(directory.glob("*.yaml")))
+    return dict(_load_all(directory, signature, tuple(sorted((k, frozenset(v)) for k, v in derivations.items()))))
 
 
 @functools.lru_cache(maxsize=8)
-def _load_all(directory: Path, derivations: tuple) -> tuple[tuple[str, ArchRules], ...]:
+def _load_all(directory: Path, signature: tuple, derivations: tuple) -> tuple[tuple[str, ArchRules], ...]:
     known = dict(derivations)
     out: dict[str, ArchRules] = {}
     for path in sorted(directory.glob("*.yaml")):

@@ -89,9 +89,19 @@ def _json_bytes(obj: object, *, sort_keys: bool = False) -> bytes:
     return (json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=sort_keys) + "\n").encode("utf-8")
 
 
-@functools.lru_cache(maxsize=4)
 def load_frontend_rules(path: Path = RULES_FILE) -> dict:
-    """The rebuild rules (validated: schema, sections, token types, pre-tokenizers, limits)."""
+    """The rebuild rules (validated: schema, sections, token types, pre-tokenizers, limits); cached per file
+    size and modification time."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise MappingError(f"cannot read rules file: {exc.strerror}", file=str(path), rule="file_readable") from None
+    return _load_frontend_rules(path, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_frontend_rules(path: Path, size: int, mtime_ns: int) -> dict:
     try:
         loc = load_located(path)
     except LocatedError as exc:
@@ -428,7 +438,7 @@ def _generation_from_gguf(meta: _Meta, rules: dict, n_tokens: int) -> dict:
 
 def frontend_resources(source, *, rules_file: Path = RULES_FILE) -> FrontendResources:
     """The frontend resources of a GGUF or HF source (see the module docstring)."""
-    rules = load_frontend_rules(Path(rules_file))
+    rules = load_frontend_rules(rules_file)
     if source.kind == "hf":
         return _hf_resources(source, rules)
     if source.kind == "gguf":
