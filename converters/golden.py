@@ -7,7 +7,7 @@ parameters of the shared contract (``text/token_embedding``, ``text/layers/{l}/a
 it on the source weights and on an artifact's decoded bindings (issue 7, gate 7). Computation is in
 float64 by default so the reference itself adds no rounding worth measuring.
 
-Semantics, as read in transformers (``models/qwen3_5/modeling_qwen3_5.py``, ``models/qwen3``):
+Semantics, as read in transformers (``models/qwen3_5/modeling_qwen3_5.py`` @009e78d6, ``models/qwen3``):
 
 - RMSNorm ``x̂ = x / sqrt(mean(x²) + eps)``: Qwen3 ``w·x̂``; Qwen3.5 zero-centred ``x̂·(1+w)`` for the
   layer norms, final norm and ``q_norm``/``k_norm`` (``Qwen3_5RMSNorm``); the gated delta net's norm is

@@ -5,7 +5,7 @@ Checked against the sources (via the search tool):
 - transformers ``models/qwen3``: plain RMSNorm ``w·x̂`` (weights around 1), per-head ``q_norm`` /
   ``k_norm`` on ``head_dim`` before RoPE, GQA, SwiGLU MLP, ``tie_word_embeddings`` (tied checkpoints
   carry no ``lm_head.weight``). transformers 5 configs keep ``rope_theta`` inside ``rope_parameters``.
-- llama.cpp ``conversion/qwen.py`` ``Qwen3Model`` (→ ``Qwen2Model`` → ``TextModel``): no value
+- llama.cpp ``conversion/qwen.py`` @03173d5e ``Qwen3Model`` (→ ``Qwen2Model`` → ``TextModel``): no value
   transform; names from gguf-py ``TensorNameMap`` for ``MODEL_ARCH.QWEN3`` (``attn_norm``,
   ``attn_q/k/v``, ``attn_output``, ``attn_q_norm``, ``attn_k_norm``, ``ffn_norm``, ``ffn_gate/up/down``,
   ``token_embd``, ``output_norm``, ``output``); metadata from ``TextModel.set_gguf_parameters``

@@ -2,7 +2,7 @@
 
 Checked against the sources (via the search tool):
 
-- transformers ``models/qwen3_5`` (``configuration_qwen3_5.py``, ``modeling_qwen3_5.py``):
+- transformers ``models/qwen3_5`` (``configuration_qwen3_5.py`` @008e5743, ``modeling_qwen3_5.py`` @009e78d6):
   ``Qwen3_5TextConfig.model_type == "qwen3_5_text"``; ``layer_types[i]`` is ``full_attention`` iff
   ``(i + 1) % full_attention_interval == 0``; ``partial_rotary_factor`` defaults to 0.25 and lives in
   ``rope_parameters`` (with ``mrope_section``, default ``[11, 11, 10]``, interleaved — identical to
@@ -12,8 +12,8 @@ Checked against the sources (via the search tool):
   per head as ``[query | gate]``; the gated delta net owns ``in_proj_qkv`` (q|k|v), ``in_proj_z``,
   ``in_proj_b``, ``in_proj_a``, ``conv1d [C,1,k]``, ``dt_bias``, ``A_log``, ``norm [dv]``, ``out_proj``,
   value heads grouped per key head (``repeat_interleave``: value head ``j`` reads key head ``j // r``).
-- llama.cpp ``conversion/qwen.py`` (``Qwen3_5TextModel`` → ``_LinearAttentionVReorderBase`` →
-  ``Qwen3NextModel``) and gguf-py ``constants.py`` (``MODEL_ARCH.QWEN35`` → ``"qwen35"``, its tensor
+- llama.cpp ``conversion/qwen.py`` @03173d5e (``Qwen3_5TextModel`` → ``_LinearAttentionVReorderBase`` →
+  ``Qwen3NextModel``), ``conversion/base.py`` @00bd27a6, and gguf-py 0.19 ``constants.py`` (``MODEL_ARCH.QWEN35`` → ``"qwen35"``, its tensor
   list: ``post_attention_norm`` not ``ffn_norm``, ``attn_qkv``, ``attn_gate``, ``ssm_beta``,
   ``ssm_alpha``, ``ssm_a``, ``ssm_dt``, ``ssm_conv1d``, ``ssm_norm``, ``ssm_out``). Value transforms, in
   llama.cpp's order: (1) when key heads ≠ value heads, value heads go from grouped ``(k, r)`` to
