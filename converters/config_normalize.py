@@ -23,28 +23,20 @@ round-trip representation (``1e-06``, not ``9.99999997e-07``) so GGUF- and HF-de
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
+from converters.config_derivations import (
+    DERIVATIONS,
+    SECTION,
+    ConfigError,
+    Missing,
+    RuleContext,
+    bool_list,
+    plain,
+)
 from converters.config_rules import MISSING, RULES_DIR, ArchRules, FieldRule, Rule, load_rules, value_matches
-from converters.errors import ConverterError
-
-logger = logging.getLogger(__name__)
-
-SECTION = "§4.2"
-_LEGACY_LAYER_TYPES = {"attention": "full_attention", "mamba": "linear_attention"}
-_LAYER_TYPES = ("full_attention", "linear_attention")
-_NESTED_ROPE_KEYS = {"full_attention", "sliding_attention", "linear_attention"}
-
-
-class ConfigError(ConverterError, ValueError):
-    """The source's config cannot be normalised: a missing/ill-typed field or a failed cross-check."""
-
-    kind = "config"
 
 
 @dataclass(frozen=True)
@@ -56,445 +48,6 @@ class NormalizedConfig:
     rules_file: str
 
 
-class _Missing(Exception):
-    """A derivation found no value; ``what`` names the absent key or tensor."""
-
-    def __init__(self, what: str):
-        super().__init__(what)
-        self.what = what
-
-
-# -- source views ------------------------------------------------------------------------------------------
-
-def _plain(value: object) -> object:
-    """A metadata value as plain Python (unwrap ``.value`` holders, numpy scalars and arrays)."""
-    if hasattr(value, "value") and not isinstance(value, (str, bytes, int, float, list, tuple, dict)):
-        value = value.value
-    if isinstance(value, np.generic):
-        if isinstance(value, np.floating) and value.dtype == np.float32:
-            return float(str(value))
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, tuple):
-        return list(value)
-    return value
-
-
-class _Context:
-    """What the rules read: GGUF metadata and tensors, or an HF config dict (``text``) and its root."""
-
-    def __init__(self, source, kind: str, file: str, *, arch: str = "", metadata: Mapping | None = None,
-                 text: Mapping | None = None, root: Mapping | None = None):
-        self.source = source
-        self.kind = kind
-        self.file = file
-        self.arch = arch
-        self.metadata = metadata if metadata is not None else {}
-        self.text = text if text is not None else {}
-        self.root = root if root is not None else self.text
-        self.tensors: Mapping = getattr(source, "tensors", None) or {}
-        self.fields: dict[str, object] = {}
-
-    def error(self, message: str, *, key: str | None = None, rule: str) -> ConfigError:
-        return ConfigError(message, file=self.file, json_path=key, section=SECTION, rule=rule)
-
-    def key_name(self, name: str) -> str:
-        return name.replace("{arch}", self.arch)
-
-    def lookup(self, name: str, scope: str = "text") -> object:
-        """A metadata / config key's value, or MISSING."""
-        name = self.key_name(name)
-        if self.kind == "gguf":
-            if name not in self.metadata:
-                return MISSING
-            value = _plain(self.metadata[name])
-            if isinstance(value, float) and np.float32(value) == value:
-                value = float(str(np.float32(value)))
-            return value
-        holder = self.root if scope == "root" else self.text
-        value = holder.get(name, MISSING) if isinstance(holder, Mapping) else MISSING
-        return MISSING if value is None else value
-
-    def ref(self, ref: object) -> object:
-        """Resolve an argument: ``field:<name>`` (computed field), ``key:<name>`` (raises _Missing), literal."""
-        if isinstance(ref, str) and ref.startswith("field:"):
-            name = ref[len("field:"):]
-            if name not in self.fields:
-                raise _Missing(f"field {name}")
-            return self.fields[name]
-        if isinstance(ref, str) and ref.startswith("key:"):
-            name = ref[len("key:"):]
-            value = self.lookup(name)
-            if value is MISSING:
-                raise _Missing(self.key_name(name))
-            return value
-        return ref
-
-    def ref_name(self, ref: object) -> str:
-        """What a reference names, for messages: the formatted key or the field name."""
-        text = str(ref)
-        for prefix in ("key:", "field:"):
-            if text.startswith(prefix):
-                return self.key_name(text[len(prefix):])
-        return text
-
-    def int_ref(self, ref: object) -> int:
-        value = self.ref(ref)
-        if not value_matches(value, "int"):
-            raise self.error(f"{self.ref_name(ref)} is {value!r}, not an integer", key=self.ref_name(ref),
-                             rule="field_type")
-        return value
-
-    def tensor_shape(self, name: str) -> tuple[int, ...] | None:
-        t = self.tensors.get(name)
-        return None if t is None else tuple(int(d) for d in t.shape)
-
-
-# -- derivations (named by the rules files) ----------------------------------------------------------------
-
-def _ratio(ctx: _Context, args: Mapping, field: FieldRule) -> float:
-    num, den = ctx.int_ref(args["numerator"]), ctx.int_ref(args["denominator"])
-    if den <= 0 or not 0 < num <= den:
-        raise ctx.error(f"{field.name}: {ctx.ref_name(args['numerator'])} = {num} is not in "
-                        f"(0, {ctx.ref_name(args['denominator'])} = {den}]", key=ctx.ref_name(args["numerator"]),
-                        rule="ratio_range")
-    return num / den
-
-
-def _exact_quotient(ctx: _Context, args: Mapping, field: FieldRule) -> int:
-    num, den = ctx.int_ref(args["numerator"]), ctx.int_ref(args["denominator"])
-    if den <= 0 or num % den:
-        raise ctx.error(f"{field.name}: {ctx.ref_name(args['numerator'])} = {num} is not a multiple of "
-                        f"{ctx.ref_name(args['denominator'])} = {den}", key=ctx.ref_name(args["numerator"]),
-                        rule="exact_quotient")
-    return num // den
-
-
-def _floor_quotient(ctx: _Context, args: Mapping, field: FieldRule) -> int:
-    num, den = ctx.int_ref(args["numerator"]), ctx.int_ref(args["denominator"])
-    if den <= 0:
-        raise ctx.error(f"{field.name}: divisor {ctx.ref_name(args['denominator'])} = {den}",
-                        key=ctx.ref_name(args["denominator"]), rule="exact_quotient")
-    return num // den
-
-
-def _same_as(ctx: _Context, args: Mapping, field: FieldRule) -> object:
-    return ctx.ref(args["value"])
-
-
-def _gguf_layer_count(ctx: _Context, args: Mapping, field: FieldRule) -> int:
-    blocks = ctx.int_ref("key:" + args["block_key"])
-    nextn = ctx.lookup(args["nextn_key"])
-    nextn = 0 if nextn is MISSING else nextn
-    if not value_matches(nextn, "int") or not 0 <= nextn < blocks:
-        raise ctx.error(f"{ctx.key_name(args['nextn_key'])} = {nextn!r} does not fit block_count {blocks}",
-                        key=ctx.key_name(args["nextn_key"]), rule="layer_count")
-    return blocks - nextn
-
-
-def _gguf_vocab_size(ctx: _Context, args: Mapping, field: FieldRule) -> int:
-    seen: dict[str, int] = {}
-    tokens = ctx.lookup(args["tokens_key"])
-    if tokens is not MISSING:
-        seen[f"len({args['tokens_key']})"] = len(tokens)
-    count = ctx.lookup(args["count_key"])
-    if count is not MISSING:
-        seen[ctx.key_name(args["count_key"])] = count
-    shape = ctx.tensor_shape(args["embedding_tensor"])
-    if shape is not None:
-        if len(shape) != 2:
-            raise ctx.error(f"{args['embedding_tensor']} has shape {list(shape)}, not [vocab, hidden]",
-                            key=args["embedding_tensor"], rule="embedding_shape")
-        seen[f"rows of {args['embedding_tensor']}"] = shape[0]
-    if not seen:
-        raise _Missing(f"{args['tokens_key']} / {args['embedding_tensor']}")
-    if len(set(seen.values())) != 1:
-        raise ctx.error("vocabulary sizes disagree: " + ", ".join(f"{k} = {v}" for k, v in seen.items()),
-                        key=args["tokens_key"], rule="vocab_size_mismatch")
-    return next(iter(seen.values()))
-
-
-def _hf_vocab_size(ctx: _Context, args: Mapping, field: FieldRule) -> int:
-    vocab = ctx.lookup("vocab_size")
-    if vocab is MISSING:
-        raise _Missing("vocab_size")
-    for name in args["embedding_tensors"]:
-        shape = ctx.tensor_shape(name)
-        if shape is not None and shape[0] != vocab:
-            raise ctx.error(f"vocab_size {vocab} but {name} has {shape[0]} rows", key="vocab_size",
-                            rule="vocab_size_mismatch")
-    return vocab
-
-
-def _gguf_tied_embeddings(ctx: _Context, args: Mapping, field: FieldRule) -> bool:
-    return args["head_tensor"] not in ctx.tensors
-
-
-def _hf_tied_embeddings(ctx: _Context, args: Mapping, field: FieldRule) -> bool:
-    found = {where: v for where, v in (("root", ctx.lookup("tie_word_embeddings", "root")),
-                                       ("text_config", ctx.lookup("tie_word_embeddings"))) if v is not MISSING}
-    if len(set(found.values())) > 1:
-        raise ctx.error(f"tie_word_embeddings differs between the root ({found['root']}) and text_config "
-                        f"({found['text_config']})", key="tie_word_embeddings", rule="field_mismatch")
-    tied = next(iter(found.values())) if found else args["default"]
-    if not isinstance(tied, bool):
-        raise ctx.error(f"tie_word_embeddings is {tied!r}, not a bool", key="tie_word_embeddings", rule="field_type")
-    if not tied and ctx.tensors and not any(name in ctx.tensors for name in args["head_tensors"]):
-        raise ctx.error(f"the config does not tie the embeddings but no head tensor ({args['head_tensors']}) "
-                        "exists", key="tie_word_embeddings", rule="untied_head_missing")
-    return tied
-
-
-def _rope_dict(ctx: _Context) -> dict:
-    """transformers 5 ``convert_rope_params_to_dict``: ``rope_scaling or rope_parameters``, flat or nested."""
-    rp = ctx.lookup("rope_scaling")
-    rp = ctx.lookup("rope_parameters") if rp is MISSING else rp
-    if rp is MISSING:
-        return {}
-    if not isinstance(rp, Mapping):
-        raise ctx.error(f"rope_parameters is {type(rp).__name__}, not an object", key="rope_parameters",
-                        rule="field_type")
-    if rp and all(isinstance(v, Mapping) for v in rp.values()) and set(rp) <= _NESTED_ROPE_KEYS:
-        if "full_attention" not in rp:
-            raise ctx.error("rope_parameters is nested by layer type but has no full_attention entry",
-                            key="rope_parameters", rule="missing_field")
-        return dict(rp["full_attention"])
-    return dict(rp)
-
-
-def _hf_rope_value(ctx: _Context, args: Mapping, field: FieldRule) -> object:
-    value = _rope_dict(ctx).get(args["name"], MISSING)
-    if value is MISSING or value is None:
-        value = ctx.lookup(args["name"])
-    if value is MISSING:
-        raise _Missing(args["name"])
-    return value
-
-
-def _scaling(ctx: _Context, rope_type: str, get: Callable[[str], object], names: Mapping[str, str]) -> dict:
-    if rope_type in ("default", "none"):
-        return {}
-    if rope_type not in ("linear", "yarn"):
-        raise ctx.error(f"rope scaling type {rope_type!r} is not supported (default, linear, yarn)",
-                        key="rope_parameters", rule="unsupported_rope")
-    out: dict[str, object] = {"rope_type": rope_type}
-    for hf_name, src_name in names.items():
-        value = get(src_name)
-        if value is not MISSING:
-            out[hf_name] = float(value) if hf_name != "original_max_position_embeddings" else value
-    if "factor" not in out:
-        raise ctx.error(f"rope scaling {rope_type!r} without a factor", key="rope_parameters", rule="missing_field")
-    return out
-
-
-def _hf_rope_parameters(ctx: _Context, args: Mapping, field: FieldRule) -> dict:
-    rp = _rope_dict(ctx)
-    out = {"rope_type": "default", "rope_theta": ctx.fields["rope_theta"],
-           "partial_rotary_factor": ctx.fields["partial_rotary_factor"]}
-    rope_type = rp.get("rope_type", rp.get("type", "default"))
-    out |= _scaling(ctx, rope_type, lambda k: rp.get(k, MISSING),
-                    {"factor": "factor", "original_max_position_embeddings": "original_max_position_embeddings",
-                     "attention_factor": "attention_factor", "beta_fast": "beta_fast", "beta_slow": "beta_slow"})
-    if args.get("mrope"):
-        section = rp.get("mrope_section", args["mrope_section_default"])
-        if not value_matches(list(section), "int_list"):
-            raise ctx.error(f"mrope_section {section!r} is not a list of integers", key="rope_parameters",
-                            rule="field_type")
-        out["mrope_section"] = list(section)
-        out["mrope_interleaved"] = bool(rp.get("mrope_interleaved", True))
-    return out
-
-
-def _gguf_rope_parameters(ctx: _Context, args: Mapping, field: FieldRule) -> dict:
-    prefix = args["scaling_prefix"]
-    out = {"rope_type": "default", "rope_theta": ctx.fields["rope_theta"],
-           "partial_rotary_factor": ctx.fields["partial_rotary_factor"]}
-    rope_type = ctx.lookup(prefix + ".type")
-    out |= _scaling(ctx, "default" if rope_type is MISSING else str(rope_type), lambda k: ctx.lookup(prefix + k),
-                    {"factor": ".factor", "original_max_position_embeddings": ".original_context_length",
-                     "attention_factor": ".yarn_attn_factor", "beta_fast": ".yarn_beta_fast",
-                     "beta_slow": ".yarn_beta_slow"})
-    if "sections_key" in args:
-        sections = ctx.lookup(args["sections_key"])
-        if sections is MISSING:
-            raise _Missing(ctx.key_name(args["sections_key"]))
-        sections = list(sections)
-        if len(sections) == 4 and sections[3] == 0:  # llama.cpp pads mrope_section to 4 entries
-            sections = sections[:3]
-        out["mrope_section"] = sections
-        out["mrope_interleaved"] = True
-    return out
-
-
-def _layer_types_for_interval(n: int, interval: int) -> list[str]:
-    return ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)]
-
-
-def _gguf_layer_types(ctx: _Context, args: Mapping, field: FieldRule) -> list[str]:
-    n = ctx.fields["num_hidden_layers"]
-    recurrent = ctx.lookup(args["recurrent_key"])
-    if recurrent is not MISSING:
-        flags = recurrent if isinstance(recurrent, list) else [recurrent] * n
-        if len(flags) < n or not all(isinstance(f, bool) for f in flags):
-            raise ctx.error(f"{ctx.key_name(args['recurrent_key'])} is not {n} booleans",
-                            key=ctx.key_name(args["recurrent_key"]), rule="field_type")
-        types = ["linear_attention" if f else "full_attention" for f in flags[:n]]
-    else:
-        interval = ctx.lookup(args["interval_key"])
-        interval = args["default_interval"] if interval is MISSING else interval
-        if not value_matches(interval, "int") or interval < 1:
-            raise ctx.error(f"full_attention_interval {interval!r} is not a positive integer",
-                            key=ctx.key_name(args["interval_key"]), rule="field_type")
-        types = _layer_types_for_interval(n, interval)
-    if ctx.tensors:
-        for layer, kind in enumerate(types):
-            probe = args["full_attention_probe"].format(l=layer)
-            if (probe in ctx.tensors) != (kind == "full_attention"):
-                raise ctx.error(f"layer {layer} is {kind} by the metadata but {probe} is "
-                                f"{'present' if probe in ctx.tensors else 'absent'}", key=probe,
-                                rule="layer_kind_mismatch")
-    return types
-
-
-def _hf_layer_types(ctx: _Context, args: Mapping, field: FieldRule) -> list[str]:
-    n = ctx.fields["num_hidden_layers"]
-    listed = ctx.lookup("layer_types")
-    if listed is MISSING:
-        interval = ctx.lookup("full_attention_interval")
-        interval = args["default_interval"] if interval is MISSING else interval
-        if not value_matches(interval, "int") or interval < 1:
-            raise ctx.error(f"full_attention_interval {interval!r} is not a positive integer",
-                            key="full_attention_interval", rule="field_type")
-        return _layer_types_for_interval(n, interval)
-    if not value_matches(listed, "str_list") or len(listed) != n:
-        raise ctx.error(f"layer_types is not a list of {n} strings", key="layer_types", rule="field_type")
-    types = [_LEGACY_LAYER_TYPES.get(t, t) for t in listed]
-    bad = sorted(set(types) - set(_LAYER_TYPES))
-    if bad:
-        raise ctx.error(f"layer_types has unsupported kinds {bad}", key="layer_types", rule="field_type")
-    return types
-
-
-def _interval_of_layer_types(ctx: _Context, args: Mapping, field: FieldRule) -> int:
-    types = ctx.fields["layer_types"]
-    for interval in range(1, len(types) + 1):
-        if _layer_types_for_interval(len(types), interval) == types:
-            return interval
-    raise _Missing("a periodic layer_types")
-
-
-def _gguf_dense_mlp_layers(ctx: _Context, args: Mapping, field: FieldRule) -> list[int]:
-    n = ctx.fields["num_hidden_layers"]
-    return [layer for layer in range(n) if args["router_probe"].format(l=layer) not in ctx.tensors]
-
-
-def _hf_dense_mlp_layers(ctx: _Context, args: Mapping, field: FieldRule) -> list[int]:
-    n = ctx.fields["num_hidden_layers"]
-    listed = ctx.lookup("mlp_only_layers")
-    listed = [] if listed is MISSING else listed
-    step = ctx.lookup("decoder_sparse_step")
-    step = 1 if step is MISSING else step
-    if not value_matches(listed, "int_list") or not all(0 <= v < n for v in listed):
-        raise ctx.error(f"mlp_only_layers {listed!r} are not layer indexes < {n}", key="mlp_only_layers",
-                        rule="field_type")
-    if not value_matches(step, "int") or step < 1:
-        raise ctx.error(f"decoder_sparse_step {step!r} is not a positive integer", key="decoder_sparse_step",
-                        rule="field_type")
-    return sorted(set(listed) | {layer for layer in range(n) if (layer + 1) % step})
-
-
-def _clip_activation(ctx: _Context, args: Mapping, field: FieldRule) -> str:
-    gelu = ctx.lookup(args["gelu_key"])
-    if gelu is not True:
-        raise ctx.error(f"{args['gelu_key']} is {gelu if gelu is not MISSING else 'absent'}; only the GELU "
-                        "tower is supported", key=args["gelu_key"], rule="unsupported_activation")
-    return args["gelu_value"]
-
-
-def _tensor_dim(ctx: _Context, args: Mapping, field: FieldRule) -> int:
-    shape = ctx.tensor_shape(args["tensor"])
-    if shape is None:
-        raise _Missing(f"tensor {args['tensor']}")
-    if not -len(shape) <= args["axis"] < len(shape):
-        raise ctx.error(f"{args['tensor']} has shape {list(shape)}, no axis {args['axis']}", key=args["tensor"],
-                        rule="tensor_shape")
-    return shape[args["axis"]]
-
-
-def _tensor_series_length(ctx: _Context, args: Mapping, field: FieldRule) -> int:
-    if args["first"] not in ctx.tensors:
-        raise _Missing(f"tensor {args['first']}")
-    count = 1
-    while count <= len(ctx.tensors) and args["next"].format(i=count) in ctx.tensors:
-        count += 1
-    return count
-
-
-def _gguf_position_count(ctx: _Context, args: Mapping, field: FieldRule) -> int:
-    rows = _tensor_dim(ctx, {"tensor": args["tensor"], "axis": 0}, field)
-    image_size = ctx.lookup(args["image_size_key"])
-    patch = ctx.int_ref(args["patch_size"])
-    if image_size is not MISSING and int(rows ** 0.5 * patch) != image_size:
-        raise ctx.error(f"{args['image_size_key']} = {image_size} but {args['tensor']} has {rows} rows "
-                        f"(expected int(sqrt(rows) * patch_size) = {int(rows ** 0.5 * patch)})",
-                        key=args["image_size_key"], rule="field_mismatch")
-    return rows
-
-
-def _bool_list(ctx: _Context, key: str) -> list[bool] | None:
-    flags = ctx.lookup(key)
-    if flags is MISSING:
-        return None
-    if not isinstance(flags, list) or not all(isinstance(f, bool) for f in flags):
-        raise ctx.error(f"{key} is not a list of booleans", key=key, rule="field_type")
-    return flags
-
-
-def _true_indexes(ctx: _Context, args: Mapping, field: FieldRule) -> list[int]:
-    flags = _bool_list(ctx, args["key"])
-    if flags is None:
-        raise _Missing(args["key"])
-    return [i for i, f in enumerate(flags) if f]
-
-
-def _no_true_entries(ctx: _Context, args: Mapping, field: FieldRule) -> bool:
-    marked = [i for i, f in enumerate(_bool_list(ctx, args["key"]) or []) if f]
-    if marked:
-        raise ctx.error(f"{args['key']} marks layers {marked}, but this vision tower has no deepstack mergers",
-                        key=args["key"], rule="field_mismatch")
-    return True
-
-
-#: name -> (function, required args). The rules loader rejects any other name or a missing arg.
-DERIVATIONS: dict[str, tuple[Callable, frozenset[str]]] = {
-    "ratio": (_ratio, frozenset({"numerator", "denominator"})),
-    "exact_quotient": (_exact_quotient, frozenset({"numerator", "denominator"})),
-    "floor_quotient": (_floor_quotient, frozenset({"numerator", "denominator"})),
-    "same_as": (_same_as, frozenset({"value"})),
-    "gguf_layer_count": (_gguf_layer_count, frozenset({"block_key", "nextn_key"})),
-    "gguf_vocab_size": (_gguf_vocab_size, frozenset({"tokens_key", "count_key", "embedding_tensor"})),
-    "hf_vocab_size": (_hf_vocab_size, frozenset({"embedding_tensors"})),
-    "gguf_tied_embeddings": (_gguf_tied_embeddings, frozenset({"head_tensor"})),
-    "hf_tied_embeddings": (_hf_tied_embeddings, frozenset({"default", "head_tensors"})),
-    "hf_rope_value": (_hf_rope_value, frozenset({"name"})),
-    "hf_rope_parameters": (_hf_rope_parameters, frozenset()),
-    "gguf_rope_parameters": (_gguf_rope_parameters, frozenset({"scaling_prefix"})),
-    "gguf_layer_types": (_gguf_layer_types, frozenset({"recurrent_key", "interval_key", "default_interval",
-                                                       "full_attention_probe"})),
-    "hf_layer_types": (_hf_layer_types, frozenset({"default_interval"})),
-    "interval_of_layer_types": (_interval_of_layer_types, frozenset()),
-    "gguf_dense_mlp_layers": (_gguf_dense_mlp_layers, frozenset({"router_probe"})),
-    "hf_dense_mlp_layers": (_hf_dense_mlp_layers, frozenset()),
-    "clip_activation": (_clip_activation, frozenset({"gelu_key", "gelu_value"})),
-    "tensor_dim": (_tensor_dim, frozenset({"tensor", "axis"})),
-    "tensor_series_length": (_tensor_series_length, frozenset({"first", "next"})),
-    "gguf_position_count": (_gguf_position_count, frozenset({"tensor", "image_size_key", "patch_size"})),
-    "true_indexes": (_true_indexes, frozenset({"key"})),
-    "no_true_entries": (_no_true_entries, frozenset({"key"})),
-}
-
-
 def rules(directory: Path = RULES_DIR) -> dict[str, ArchRules]:
     """The validated rules of ``directory``, keyed by architecture id (cached)."""
     return load_rules(directory, {name: req for name, (_, req) in DERIVATIONS.items()})
@@ -502,8 +55,8 @@ def rules(directory: Path = RULES_DIR) -> dict[str, ArchRules]:
 
 # -- rule application --------------------------------------------------------------------------------------
 
-def _apply_rule(ctx: _Context, field: FieldRule, rule: Rule) -> tuple[object, str]:
-    """The value of ``field`` under ``rule`` and its evidence; raises _Missing when the source has none."""
+def _apply_rule(ctx: RuleContext, field: FieldRule, rule: Rule) -> tuple[object, str]:
+    """The value of ``field`` under ``rule`` and its evidence; raises Missing when the source has none."""
     try:
         if rule.const is not MISSING:
             return rule.const, "constant"
@@ -512,21 +65,21 @@ def _apply_rule(ctx: _Context, field: FieldRule, rule: Rule) -> tuple[object, st
             if value is not MISSING:
                 return value, f"{ctx.kind} key {ctx.key_name(rule.key)}"
             if rule.fallback is None:
-                raise _Missing(ctx.key_name(rule.key))
+                raise Missing(ctx.key_name(rule.key))
             try:
                 return _apply_rule(ctx, field, rule.fallback)
-            except _Missing:
-                raise _Missing(ctx.key_name(rule.key)) from None
+            except Missing:
+                raise Missing(ctx.key_name(rule.key)) from None
         fn, _ = DERIVATIONS[rule.derive]
         return fn(ctx, rule.args, field), f"derived ({rule.derive})"
-    except _Missing:
+    except Missing:
         if rule.default is not MISSING:
             return rule.default, f"default {rule.default!r}: {rule.default_evidence}"
         raise
 
 
-def _coerce(ctx: _Context, field: FieldRule, value: object, rule: Rule) -> object:
-    value = _plain(value)
+def _coerce(ctx: RuleContext, field: FieldRule, value: object, rule: Rule) -> object:
+    value = plain(value)
     if field.type == "float" and value_matches(value, "float"):
         value = float(value)
     if not value_matches(value, field.type):
@@ -538,14 +91,14 @@ def _coerce(ctx: _Context, field: FieldRule, value: object, rule: Rule) -> objec
     return value
 
 
-def _evaluate(ctx: _Context, arch: ArchRules) -> NormalizedConfig:
+def _evaluate(ctx: RuleContext, arch: ArchRules) -> NormalizedConfig:
     config: dict[str, object] = dict(arch.output)
     evidence: dict[str, str] = {}
     for field in arch.fields:
         rule = field.gguf if ctx.kind == "gguf" else field.hf
         try:
             value, said = _apply_rule(ctx, field, rule)
-        except _Missing as missing:
+        except Missing as missing:
             if field.optional:
                 continue
             raise ctx.error(f"required field {field.name} is missing: no {missing.what} "
@@ -558,13 +111,13 @@ def _evaluate(ctx: _Context, arch: ArchRules) -> NormalizedConfig:
     return NormalizedConfig(config=config, evidence=evidence, rules_file=arch.file)
 
 
-def _gguf_context(source) -> _Context:
+def _gguf_context(source) -> RuleContext:
     metadata = source.metadata
-    arch = _plain(metadata.get("general.architecture")) if "general.architecture" in metadata else None
+    arch = plain(metadata.get("general.architecture")) if "general.architecture" in metadata else None
     if not isinstance(arch, str):
         raise ConfigError("no general.architecture string in the GGUF metadata", file=str(source.path),
                           json_path="general.architecture", section=SECTION, rule="required_field_missing")
-    return _Context(source, "gguf", str(source.path), arch=arch, metadata=metadata)
+    return RuleContext(source, "gguf", str(source.path), arch=arch, metadata=metadata)
 
 
 def _hf_config(source) -> tuple[dict, str]:
@@ -610,7 +163,7 @@ def explain_text_config(source, *, rules_dir: Path = RULES_DIR) -> NormalizedCon
     if text is not None and not isinstance(text, Mapping):
         raise ConfigError("text_config is not an object", file=file, json_path="text_config", section=SECTION,
                           rule="field_type")
-    return _evaluate(_Context(source, "hf", file, text=text if text is not None else config, root=config), arch)
+    return _evaluate(RuleContext(source, "hf", file, text=text if text is not None else config, root=config), arch)
 
 
 def normalize_text_config(source, *, rules_dir: Path = RULES_DIR) -> dict:
@@ -639,7 +192,7 @@ def explain_vision_config(source, *, text_arch: str | None = None, rules_dir: Pa
                 raise ctx.error(f"no vision rules for text architecture {text_arch!r}", key="clip.projector_type",
                                 rule="unsupported_architecture")
         else:
-            deepstack = any(_bool_list(ctx, "clip.vision.is_deepstack_layers") or [])
+            deepstack = any(bool_list(ctx, "clip.vision.is_deepstack_layers") or [])
             match = [r for r in candidates if deepstack and any(f.name == "deepstack_visual_indexes"
                                                                  for f in r.fields)]
             if not match:
@@ -657,7 +210,7 @@ def explain_vision_config(source, *, text_arch: str | None = None, rules_dir: Pa
         raise ConfigError(f"vision_config.model_type {declared!r} is not one of {list(arch.hf_model_types)}",
                           file=file, json_path=f"{arch.hf_config_key}.model_type", section=SECTION,
                           rule="field_mismatch")
-    return _evaluate(_Context(source, "hf", file, text=vision, root=config), arch)
+    return _evaluate(RuleContext(source, "hf", file, text=vision, root=config), arch)
 
 
 def normalize_vision_config(source, *, text_arch: str | None = None, rules_dir: Path = RULES_DIR) -> dict:

@@ -27,7 +27,12 @@ QWEN35_TEXT = {
 }
 
 
-def write_hf(path, config: dict, tensors=("model.embed_tokens.weight", "lm_head.weight")):
+HEAD = ("model.embed_tokens.weight", "lm_head.weight", "model.layers.3.self_attn.q_proj.weight")
+
+
+def write_hf(path, config: dict, tensors=HEAD):
+    """config.json and one shard holding the tensors the normaliser cross-checks (embedding, head, the
+    query projection of each full-attention layer)."""
     path.mkdir()
     (path / "config.json").write_text(json.dumps(config))
     save_file({name: np.zeros((V, H), np.float32) for name in tensors}, str(path / "model.safetensors"))
@@ -64,7 +69,8 @@ def test_conditional_generation_reads_text_config_and_root_tie(tmp_path):
     del text["layer_types"]  # transformers builds it from full_attention_interval (default 4)
     config = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
               "tie_word_embeddings": True, "text_config": text, "vision_config": {"depth": 2}}
-    cfg = normalized(write_hf(tmp_path / "m", config, ("model.language_model.embed_tokens.weight",)))
+    tensors = ("model.language_model.embed_tokens.weight", "model.language_model.layers.3.self_attn.q_proj.weight")
+    cfg = normalized(write_hf(tmp_path / "m", config, tensors))
     assert cfg["architectures"] == ["Qwen3_5ForCausalLM"] and cfg["model_type"] == "qwen3_5_text"
     assert cfg["tie_word_embeddings"] is True
     assert cfg["layer_types"] == QWEN35_TEXT["layer_types"] and cfg["full_attention_interval"] == 4
@@ -124,18 +130,21 @@ def test_missing_required_field_names_file_and_key(tmp_path):
     ("no_head", "untied_head_missing", "tie_word_embeddings"),
     ("vocab", "vocab_size_mismatch", "vocab_size"),
     ("layer_types", "field_type", "layer_types"),
+    ("kinds", "layer_kind_mismatch", "model.layers.2.self_attn.q_proj.weight"),
     ("unknown", "unsupported_architecture", "architectures"),
     ("rope", "unsupported_rope", "rope_parameters"),
 ])
 def test_inconsistent_config_is_a_typed_error(tmp_path, case, rule, key):
     text = copy.deepcopy(QWEN35_TEXT)
     config = {"architectures": ["Qwen3_5ForCausalLM"], **text}
-    tensors = ("model.embed_tokens.weight", "lm_head.weight")
+    tensors = HEAD
     if case == "tie_conflict":
         config = {"architectures": ["Qwen3_5ForConditionalGeneration"], "tie_word_embeddings": True,
                   "text_config": {**text, "tie_word_embeddings": False}}
     if case == "no_head":
-        tensors = ("model.embed_tokens.weight",)
+        tensors = ("model.embed_tokens.weight", HEAD[2])
+    if case == "kinds":
+        tensors = (*HEAD, "model.layers.2.self_attn.q_proj.weight")
     if case == "vocab":
         config["vocab_size"] = V + 2
     if case == "layer_types":
