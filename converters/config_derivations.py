@@ -43,9 +43,7 @@ class Missing(Exception):
 # -- source views ------------------------------------------------------------------------------------------
 
 def plain(value: object) -> object:
-    """A metadata value as plain Python (unwrap ``.value`` holders, numpy scalars and arrays)."""
-    if hasattr(value, "value") and not isinstance(value, (str, bytes, int, float, list, tuple, dict)):
-        value = value.value
+    """A metadata value as plain Python (numpy scalars and arrays converted, tuples as lists)."""
     if isinstance(value, np.generic):
         if isinstance(value, np.floating) and value.dtype == np.float32:
             return float(str(value))
@@ -61,7 +59,7 @@ class RuleContext:
     """What the rules read: GGUF metadata and tensors, or an HF config dict (``text``) and its root."""
 
     def __init__(self, source, kind: str, file: str, *, arch: str = "", metadata: Mapping | None = None,
-                 text: Mapping | None = None, root: Mapping | None = None):
+                 text: Mapping | None = None, root: Mapping | None = None, text_path: str = ""):
         self.source = source
         self.kind = kind
         self.file = file
@@ -69,11 +67,18 @@ class RuleContext:
         self.metadata = metadata if metadata is not None else {}
         self.text = text if text is not None else {}
         self.root = root if root is not None else self.text
+        self.text_path = text_path  # "text_config." / "vision_config." when the keys are nested in config.json
         self.tensors: Mapping = getattr(source, "tensors", None) or {}
         self.fields: dict[str, object] = {}
 
     def error(self, message: str, *, key: str | None = None, rule: str) -> ConfigError:
-        return ConfigError(message, file=self.file, json_path=key, section=SECTION, rule=rule)
+        return ConfigError(message, file=self.file, json_path=self.where(key), section=SECTION, rule=rule)
+
+    def where(self, key: str | None, scope: str = "text") -> str | None:
+        """The JSON path of an HF config key (``text_config.hidden_size``); GGUF keys and tensor names as is."""
+        if self.kind != "hf" or not key or "." in key or scope == "root":
+            return key
+        return self.text_path + key
 
     def key_name(self, name: str) -> str:
         return name.replace("{arch}", self.arch)
@@ -85,12 +90,25 @@ class RuleContext:
             if name not in self.metadata:
                 return MISSING
             value = plain(self.metadata[name])
-            if isinstance(value, float) and np.float32(value) == value:
-                value = float(str(np.float32(value)))
+            type_of = getattr(self.metadata, "type_of", None)
+            if isinstance(value, float) and type_of is not None and type_of(name) == "FLOAT32":
+                value = float(str(np.float32(value)))  # the file holds float32: report its shortest repr
             return value
         holder = self.root if scope == "root" else self.text
         value = holder.get(name, MISSING) if isinstance(holder, Mapping) else MISSING
         return MISSING if value is None else value
+
+    def array_length(self, name: str) -> int | None:
+        """Element count of a GGUF array key without decoding it (from the header), or None if absent."""
+        name = self.key_name(name)
+        if name not in self.metadata:
+            return None
+        entry = getattr(self.metadata, "entry", None)
+        count = getattr(getattr(entry(name), "value", None), "count", None) if entry is not None else None
+        if count is not None:
+            return count
+        value = plain(self.metadata[name])
+        return len(value) if isinstance(value, list) else None
 
     def ref(self, ref: object) -> object:
         """Resolve an argument: ``field:<name>`` (computed field), ``key:<name>`` (raises Missing), literal."""
@@ -171,9 +189,9 @@ def _gguf_layer_count(ctx: RuleContext, args: Mapping, field: FieldRule) -> int:
 
 def _gguf_vocab_size(ctx: RuleContext, args: Mapping, field: FieldRule) -> int:
     seen: dict[str, int] = {}
-    tokens = ctx.lookup(args["tokens_key"])
-    if tokens is not MISSING:
-        seen[f"len({args['tokens_key']})"] = len(tokens)
+    n_tokens = ctx.array_length(args["tokens_key"])
+    if n_tokens is not None:
+        seen[f"len({args['tokens_key']})"] = n_tokens
     count = ctx.lookup(args["count_key"])
     if count is not MISSING:
         seen[ctx.key_name(args["count_key"])] = count

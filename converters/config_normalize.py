@@ -63,13 +63,13 @@ def _apply_rule(ctx: RuleContext, field: FieldRule, rule: Rule) -> tuple[object,
         if rule.key is not None:
             value = ctx.lookup(rule.key, rule.scope)
             if value is not MISSING:
-                return value, f"{ctx.kind} key {ctx.key_name(rule.key)}"
+                return value, f"{ctx.kind} key {ctx.where(ctx.key_name(rule.key), rule.scope)}"
             if rule.fallback is None:
-                raise Missing(ctx.key_name(rule.key))
+                raise Missing(ctx.where(ctx.key_name(rule.key), rule.scope))
             try:
                 return _apply_rule(ctx, field, rule.fallback)
             except Missing:
-                raise Missing(ctx.key_name(rule.key)) from None
+                raise Missing(ctx.where(ctx.key_name(rule.key), rule.scope)) from None
         fn, _ = DERIVATIONS[rule.derive]
         return fn(ctx, rule.args, field), f"derived ({rule.derive})"
     except Missing:
@@ -163,7 +163,8 @@ def explain_text_config(source, *, rules_dir: Path = RULES_DIR) -> NormalizedCon
     if text is not None and not isinstance(text, Mapping):
         raise ConfigError("text_config is not an object", file=file, json_path="text_config", section=SECTION,
                           rule="field_type")
-    return _evaluate(RuleContext(source, "hf", file, text=text if text is not None else config, root=config), arch)
+    return _evaluate(RuleContext(source, "hf", file, text=text if text is not None else config, root=config,
+                                 text_path="text_config." if text is not None else ""), arch)
 
 
 def normalize_text_config(source, *, rules_dir: Path = RULES_DIR) -> dict:
@@ -200,17 +201,20 @@ def explain_vision_config(source, *, text_arch: str | None = None, rules_dir: Pa
                                 key="clip.projector_type", rule="vision_family_ambiguous")
         return _evaluate(ctx, match[0])
     config, file = _hf_config(source)
+    if not isinstance(config.get("vision_config"), Mapping):
+        raise ConfigError("config.json has no vision_config object: the checkpoint has no vision tower", file=file,
+                          json_path="vision_config", section=SECTION, rule="required_field_missing")
     arch = _match_hf(config, file, vision_rules)
-    vision = config.get(arch.hf_config_key or "vision_config")
+    key = arch.hf_config_key or "vision_config"
+    vision = config.get(key)
     if not isinstance(vision, Mapping):
-        raise ConfigError(f"no {arch.hf_config_key} object in config.json", file=file,
-                          json_path=arch.hf_config_key, section=SECTION, rule="required_field_missing")
+        raise ConfigError(f"no {key} object in config.json", file=file, json_path=key, section=SECTION,
+                          rule="required_field_missing")
     declared = vision.get("model_type")
     if declared is not None and declared not in arch.hf_model_types:
-        raise ConfigError(f"vision_config.model_type {declared!r} is not one of {list(arch.hf_model_types)}",
-                          file=file, json_path=f"{arch.hf_config_key}.model_type", section=SECTION,
-                          rule="field_mismatch")
-    return _evaluate(RuleContext(source, "hf", file, text=vision, root=config), arch)
+        raise ConfigError(f"{key}.model_type {declared!r} is not one of {list(arch.hf_model_types)}",
+                          file=file, json_path=f"{key}.model_type", section=SECTION, rule="field_mismatch")
+    return _evaluate(RuleContext(source, "hf", file, text=vision, root=config, text_path=f"{key}."), arch)
 
 
 def normalize_vision_config(source, *, text_arch: str | None = None, rules_dir: Path = RULES_DIR) -> dict:

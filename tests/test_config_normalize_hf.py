@@ -123,10 +123,15 @@ def test_missing_required_field_names_file_and_key(tmp_path):
     text = {k: v for k, v in QWEN35_TEXT.items() if k != "linear_value_head_dim"}
     err = error(write_hf(tmp_path / "m", {"architectures": ["Qwen3_5ForCausalLM"], **text}))
     assert (err.rule, err.json_path) == ("required_field_missing", "linear_value_head_dim")
+    assert "linear_value_head_dim" in str(err) and str(tmp_path / "m" / "config.json") in str(err)
+
+    nested = {"architectures": ["Qwen3_5ForConditionalGeneration"], "text_config": text}
+    err = error(write_hf(tmp_path / "n", nested))
+    assert (err.rule, err.json_path) == ("required_field_missing", "text_config.linear_value_head_dim")
 
 
 @pytest.mark.parametrize("case, rule, key", [
-    ("tie_conflict", "field_mismatch", "tie_word_embeddings"),
+    ("tie_conflict", "field_mismatch", "text_config.tie_word_embeddings"),
     ("no_head", "untied_head_missing", "tie_word_embeddings"),
     ("vocab", "vocab_size_mismatch", "vocab_size"),
     ("layer_types", "field_type", "layer_types"),

@@ -96,7 +96,12 @@ def test_hf_defaults_and_required_geometry(tmp_path):
     hf = write_hf(tmp_path / "hf2", {"architectures": ["Qwen3_5ForConditionalGeneration"], "vision_config": vision})
     with open_hf_dir(hf) as src, pytest.raises(ConfigError) as info:
         normalize_vision_config(src)
-    assert (info.value.json_path, info.value.file) == ("num_heads", str(hf / "config.json"))
+    assert (info.value.json_path, info.value.file) == ("vision_config.num_heads", str(hf / "config.json"))
+
+    hf = write_hf(tmp_path / "hf3", {"architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text"})
+    with open_hf_dir(hf) as src, pytest.raises(ConfigError) as info:
+        normalize_vision_config(src)
+    assert (info.value.json_path, info.value.rule) == ("vision_config", "required_field_missing")
 
 
 @pytest.mark.parametrize("case, rule", [
