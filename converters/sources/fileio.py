@@ -196,11 +196,11 @@ class HeaderReader:
     def _fill(self, end: int, what: str) -> None:
         if end > self.cap:
             raise SourceFormatError(f"header would extend past the {self.cap}-byte header cap at {what}",
-                                    file=str(self.f.path), rule="header_cap", category="limit_exceeded",
+                                    file=str(self.f.path), json_path=what, rule="header_cap", category="limit_exceeded",
                                     section="seed 002 §边界")
         if end > self.f.size:
             raise SourceFormatError(f"file truncated: {what} needs bytes up to {end}, file has {self.f.size}",
-                                    file=str(self.f.path), rule="truncated")
+                                    file=str(self.f.path), json_path=what, rule="truncated")
         start = self.buf_end
         target = max(end, min(self._floor, start + READ_CHUNK, self.cap, self.f.size))
         chunk = self.f.pread(target - start, start)
