@@ -38,7 +38,8 @@ PLANE_ALIGNMENT = 256
 MAX_RANK = 16
 ENCODERS = ("absmax", "mse")
 RAW_BYTES_ENCODING = "raw_bytes_v1"
-BLOCK_ELEMENTS = 1 << 20
+BLOCK_ELEMENTS = 1 << 20  # decode/check: elements per row block
+ENCODE_BLOCK_ELEMENTS = 1 << 18  # encoders make several temporaries per element
 
 FORMATS: dict[str, type[Codec]] = {}
 
@@ -237,9 +238,10 @@ class Codec:
         return Geometry(shape, divisors, n, place_planes(specs, n), extra)
 
     @classmethod
-    def block_rows(cls, geom: Geometry) -> int:
+    def block_rows(cls, geom: Geometry, elements: int = BLOCK_ELEMENTS) -> int:
+        """Rows per block: about ``elements`` elements, a multiple of ``row_quantum``."""
         per_row = max(1, element_count(geom.shape[1:]))
-        rows = max(1, BLOCK_ELEMENTS // per_row)
+        rows = max(1, elements // per_row)
         return max(cls.row_quantum, rows // cls.row_quantum * cls.row_quantum)
 
     @staticmethod
@@ -299,7 +301,7 @@ class Codec:
         def work(r0: int, r1: int) -> None:
             cls.encode_block(geom, xr, views, r0, r1, encoder, ctx)
 
-        run_row_blocks(geom.n_rows, cls.block_rows(geom), work)
+        run_row_blocks(geom.n_rows, cls.block_rows(geom, ENCODE_BLOCK_ELEMENTS), work)
         return buf.tobytes()
 
     @classmethod

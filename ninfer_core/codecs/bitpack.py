@@ -8,7 +8,7 @@ Element ``k`` of a packed row sits in byte ``floor(k*w/8)`` at bit offset ``(k*w
 
 The same order is used by ggml's Q2_0/Q1_0 blocks and by the NVFP4 code plane, so transcoders copy those
 bytes unchanged. Unpacking goes through a 256-entry table per width (one gather per byte instead of one
-shift-and-mask pass per field).
+shift-and-mask pass per field); packing reads the fields of a byte as one little-endian word.
 """
 
 from __future__ import annotations
@@ -35,16 +35,20 @@ def unpack(packed: np.ndarray, w: int) -> np.ndarray:
 
 
 def pack(fields: np.ndarray, w: int, out: np.ndarray | None = None) -> np.ndarray:
-    """``(rows, n)`` uint8 fields (only the low ``w`` bits are used) → ``(rows, n * w // 8)`` uint8."""
-    mask = np.uint8((1 << w) - 1)
+    """``(rows, n)`` uint8 fields (only the low ``w`` bits are used) → ``(rows, n * w // 8)`` uint8.
+
+    The fields of one byte are read as one little-endian word (2 or 4 bytes) and shifted into place, so
+    every step is a contiguous whole-array operation."""
     if w == 8:
         res = fields
+    elif w == 4:
+        v = np.ascontiguousarray(fields).view("<u2")
+        res = ((v & 0x000F) | ((v >> 4) & 0x00F0)).astype(np.uint8)
+    elif w == 2:
+        v = np.ascontiguousarray(fields).view("<u4")
+        res = ((v & 0x03) | ((v >> 6) & 0x0C) | ((v >> 12) & 0x30) | ((v >> 18) & 0xC0)).astype(np.uint8)
     else:
-        per = 8 // w
-        f = fields.reshape(fields.shape[0], -1, per)
-        res = f[..., 0] & mask
-        for i in range(1, per):
-            res |= (f[..., i] & mask) << np.uint8(i * w)
+        res = np.packbits(fields & np.uint8(1), axis=-1, bitorder="little")
     if out is None:
         return res
     out[...] = res

@@ -117,17 +117,21 @@ class RowSplitCodec(Codec):
                      encoder: str, ctx: object) -> None:
         k, kp, g = geom.extra["K"], geom.extra["Kp"], geom.extra["groups"]
         rows = r1 - r0
-        xb = np.zeros((rows, kp), dtype=np.float32)
-        xb[:, :k] = x[r0:r1]
-        if not np.isfinite(xb).all():
-            i, j = np.argwhere(~np.isfinite(xb))[0]
-            raise fail(f"{cls.format}: input element ({r0 + i}, {j}) is not finite", "non_finite_input", cls.section)
+        if k == kp:
+            xb = np.asarray(x[r0:r1], dtype=np.float32)
+        else:
+            xb = np.zeros((rows, kp), dtype=np.float32)
+            xb[:, :k] = x[r0:r1]
         x3 = xb.reshape(rows, g, cls.group)
         signed = cls.offset_codes
+        m, hi, lo = scale_search.extremes(x3, signed)
+        if not np.isfinite(m).all():
+            i, j = np.argwhere(~np.isfinite(xb))[0]
+            raise fail(f"{cls.format}: input element ({r0 + i}, {j}) is not finite", "non_finite_input", cls.section)
         if encoder == "mse":
-            s16, v = scale_search.mse(x3, cls.vmin, cls.vmax, signed, cls.mse_factors)
+            s16, v = scale_search.mse(x3, m, hi, lo, cls.vmin, cls.vmax, signed, cls.mse_factors)
         else:
-            s16, v = scale_search.absmax(x3, cls.vmin, cls.vmax, signed)
+            s16, v = scale_search.absmax(x3, m, cls.vmin, cls.vmax, signed)
         if cls.offset_codes:
             v += 1
         p = v.astype(np.int8).view(np.uint8).reshape(rows, kp)
