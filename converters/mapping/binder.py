@@ -134,13 +134,13 @@ def bind(mappings: Iterable[Mapping], args, sources: TMapping[str, object], *,
             raise MappingError(f"layers.count = {n_layers} but the config lists {len(layer_kinds)} layer kinds",
                                file=m.file, rule="layer_count")
         _check_layer_probes(m, kind, tensors, prefixes, layer_kinds[:n_layers] if m.kinds else ())
-        for group, rules in m.groups.items():
-            layers = [None] if group not in m.layer_groups() else [
-                i for i, k in enumerate(layer_kinds[:n_layers]) if group in m.kinds[k].groups]
-            for layer in layers:
-                for rule in rules:
-                    for p in _bind_rule(m, rule, kind, env, layer, layer_kinds, src, prefixes, used, args):
-                        params.append(p)
+        # globals first, then layer by layer (each layer's groups in its kind's order): payload order
+        order = [(g, None) for g in m.groups if g not in m.layer_groups()]
+        for layer in range(n_layers if m.kinds else 0):
+            order += [(g, layer) for g in m.kinds[layer_kinds[layer]].groups]
+        for group, layer in order:
+            for rule in m.groups[group]:
+                params += _bind_rule(m, rule, kind, env, layer, layer_kinds, src, prefixes, used, args)
         _account(m, kind, src, env, used, skipped, selected)
     names = {p.name for p in params}
     for p in params:

@@ -70,7 +70,7 @@ class Chain:
     def apply(self, block: np.ndarray) -> np.ndarray:
         """Columns and value steps on a block of already selected source rows (2-D, float)."""
         if self.columns is not None:
-            block = block[:, self.columns]
+            block = np.ascontiguousarray(block[:, self.columns])
         if self.values:
             x = np.asarray(block, dtype=np.float64)
             for v in self.values:

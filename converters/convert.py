@@ -1,0 +1,320 @@
+"""``convert gguf2ninfer`` / ``convert st2ninfer`` as a library function: :func:`convert`.
+
+Order of work (each step can fail before the next writes anything):
+
+1. refuse an existing output (never overwritten) and load + validate the recipe — before the input is
+   read (style: "check flag combinations and refuse existing outputs before reading input");
+2. open the source, normalise the config, bind the mappings (every tensor accounted for);
+3. plan every object from codec geometry (``plan.py``); apply the template (``template.py``);
+4. ``dry_run``: return the plan, write nothing;
+5. measure: requantized objects are encoded once to measure their error (kept in memory when small,
+   see :data:`MEASURE_CACHE_BYTES`), because the directory — provenance included — is written before
+   the payload;
+6. write: declare the objects, plan the files, produce every object on a worker pool at its planned
+   offset (``ArtifactWriter.write_object`` from any thread), commit (crash-safe, publish last).
+
+Memory: workers × (one row block + the later planes of one object) plus the measure cache; inputs are
+mapped per row block (``rows.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from converters import __version__
+from converters.engine import Model, open_model
+from converters.errors import ConversionError
+from converters.frontend import TEXT_ROLES, frontend_resources
+from converters.plan import Plan, PlannedLiteral, PlannedResource, PlannedTensor, make_plan
+from converters.produce import ErrorStats, Producer
+from converters.recipes import Recipe, load_recipe
+from converters.template import BorrowedObject, apply_template, prefix
+from ninfer_core import ArtifactWriter, open_artifact
+from ninfer_core.errors import ArtifactExistsError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RECIPE = "groupwise-int"
+#: encoded bytes of requantized objects kept from the measuring pass (so small objects are encoded once).
+MEASURE_CACHE_BYTES = 256 * 1024 * 1024
+
+
+@dataclass
+class Result:
+    """What a conversion did (or, with ``dry_run``, would do)."""
+
+    output: Path
+    plan: Plan
+    objects: list
+    dry_run: bool
+    errors: dict[str, ErrorStats] = field(default_factory=dict)
+    artifact_id: str | None = None
+    files: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def object_rows(self) -> list[dict]:
+        rows = []
+        for o in self.objects:
+            borrowed = isinstance(o, BorrowedObject)
+            row = {"id": o.id, "kind": o.kind, "bytes": o.bytes, "origin": "borrowed" if borrowed else "produced",
+                   "exactness": o.exactness}
+            if o.kind == "tensor":
+                row.update(shape=list(o.shape), format=o.format, layout=o.layout)
+            if isinstance(o, PlannedTensor):
+                row["method"] = sorted({p.method for p in o.pieces})
+                row["sources"] = o.sources
+                if o.notes:
+                    row["notes"] = list(o.notes)
+            if o.id in self.errors:
+                row["exactness"] = _measured_exactness(self.errors[o.id])
+                row["error"] = self.errors[o.id].to_json()
+            rows.append(row)
+        return rows
+
+    def summary(self) -> dict:
+        rows = self.object_rows()
+        produced = [r for r in rows if r["origin"] == "produced"]
+        borrowed = [r for r in rows if r["origin"] == "borrowed"]
+        by_prefix: dict[str, dict] = {}
+        for r in borrowed:
+            e = by_prefix.setdefault(prefix(r["id"]), {"objects": 0, "bytes": 0})
+            e["objects"] += 1
+            e["bytes"] += r["bytes"]
+        total = sum(r["bytes"] for r in rows)
+        out = {
+            "output": str(self.output), "dry_run": self.dry_run, "recipe": self.plan.recipe.name,
+            "architecture": self.plan.bound.architecture, "source_kind": self.plan.bound.source_kind,
+            "objects": len(rows), "total_bytes": total,
+            "produced": {"objects": len(produced), "bytes": sum(r["bytes"] for r in produced)},
+            "borrowed": {"objects": len(borrowed), "bytes": sum(r["bytes"] for r in borrowed), "by_prefix": by_prefix},
+            "exactness": dict(Counter(r["exactness"] for r in produced)),
+            "only_layer": self.plan.only_layer, "notes": list(self.plan.notes),
+        }
+        if not self.dry_run:
+            out.update(artifact_id=self.artifact_id, files=self.files, seconds=round(self.seconds, 3),
+                       bytes_per_second=round(total / self.seconds) if self.seconds > 0 else None)
+        worst = [(k, v) for k, v in self.errors.items() if not v.exact]
+        if worst:
+            k, v = min(worst, key=lambda kv: kv[1].cosine)
+            out["worst_cosine"] = {"object": k, **v.to_json()}
+        return out
+
+
+def _measured_exactness(stats: ErrorStats) -> str:
+    return "value-exact" if stats.exact else "requantized"
+
+
+def check_output_free(output: Path) -> None:
+    if os.path.lexists(output):
+        raise ArtifactExistsError(f"{output.name} already exists; it is never overwritten (remove it or choose "
+                                  "another name)", file=str(output), section="§11.4", rule="target_exists")
+    if not output.parent.is_dir():
+        raise ConversionError("the output's directory does not exist", file=str(output), rule="target_path")
+
+
+def convert(source, output, *, recipe: str | Path | None = None, template: str | Path | None = None,
+            max_file_bytes: int | None = None, only_layer: int | None = None, dry_run: bool = False,
+            components: Iterable[str] = ("text",), inputs: dict | None = None, workers: int | None = None,
+            expect_kind: str | None = None, progress: Callable[[str, int], None] | None = None,
+            artifact_id: bytes | str | None = None) -> Result:
+    """Convert ``source`` (GGUF file or HF directory) into the artifact ``output``.
+
+    ``recipe``: shipped name or path (default: the template's ``metadata.identity.weights_id`` when it
+    names a shipped recipe, else :data:`DEFAULT_RECIPE`). ``expect_kind``: ``gguf`` / ``hf`` — the
+    command that was used (``gguf2ninfer`` / ``st2ninfer``) — checked against the detected source.
+    ``progress(object_id, nbytes)`` is called as bytes are written (from worker threads)."""
+    started = time.perf_counter()
+    output = Path(output)
+    if not dry_run:
+        check_output_free(output)
+    tpl = open_artifact(template) if template is not None else None
+    try:
+        rec = load_recipe(recipe if recipe is not None else _template_recipe(tpl))
+        with open_model(source, components=components, inputs=inputs) as model:
+            if expect_kind is not None and model.source.kind != expect_kind:
+                raise ConversionError(f"the source is a {model.source.kind} input; use "
+                                      f"{'gguf2ninfer' if model.source.kind == 'gguf' else 'st2ninfer'}",
+                                      file=str(model.source.path), rule="source_kind")
+            plan = plan_conversion(model, rec, only_layer=only_layer)
+            objects = apply_template(plan, tpl) if tpl is not None else list(plan.objects)
+            result = Result(output, plan, objects, dry_run)
+            if dry_run:
+                return result
+            producer = Producer(model.sources, hadamard_seed=rec.hadamard_seed)
+            cache = _measure(plan, objects, producer, result, workers)
+            _write(model, plan, objects, producer, result, cache, max_file_bytes=max_file_bytes, workers=workers,
+                   progress=progress, artifact_id=artifact_id)
+    finally:
+        if tpl is not None:
+            tpl.close()
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _template_recipe(tpl) -> str:
+    from converters.recipes import list_recipes
+
+    if tpl is not None:
+        ident = tpl.metadata.get("identity")
+        name = ident.get("weights_id") if isinstance(ident, dict) else None
+        if isinstance(name, str) and name in list_recipes():
+            return name
+    return DEFAULT_RECIPE
+
+
+def plan_conversion(model: Model, recipe: Recipe, *, only_layer: int | None = None) -> Plan:
+    """The plan of ``model`` under ``recipe`` with the text frontend resources and config."""
+    fr = frontend_resources(model.source)
+    files = [(role, fr.files[role], fr.provenance.get(role, {})) for role in TEXT_ROLES if role in fr.files]
+    return make_plan(model.bound, recipe, model.sources, only_layer=only_layer, resources={"text": files},
+                     component_configs={"text": model.config})
+
+
+def _pool(workers: int | None) -> ThreadPoolExecutor:
+    n = workers if workers is not None else min(4, os.cpu_count() or 1)
+    if n < 1:
+        raise ConversionError(f"--workers must be at least 1, got {n}", rule="workers")
+    return ThreadPoolExecutor(max_workers=n, thread_name_prefix="convert")
+
+
+def _needs_measure(o) -> bool:
+    return isinstance(o, PlannedTensor) and any(p.method == "encode" for p in o.pieces)
+
+
+def _measure(plan: Plan, objects: list, producer: Producer, result: Result, workers: int | None) -> dict[str, bytes]:
+    """Encode the requantized objects once to measure their error; keep small ones' bytes."""
+    todo = [o for o in objects if _needs_measure(o)]
+    cache: dict[str, bytes] = {}
+    budget = [MEASURE_CACHE_BYTES]
+    lock = threading.Lock()
+
+    def one(o: PlannedTensor) -> None:
+        stats = ErrorStats()
+        keep = o.bytes <= budget[0]
+        chunks = [bytes(memoryview(c).cast("B")) if not isinstance(c, bytes) else c
+                  for c in producer.stream(o, stats)] if keep else None
+        if not keep:
+            for _ in producer.stream(o, stats):
+                pass
+        with lock:
+            result.errors[o.id] = stats
+            if keep and o.bytes <= budget[0]:
+                cache[o.id] = b"".join(chunks)
+                budget[0] -= o.bytes
+
+    with _pool(workers) as pool:
+        for f in [pool.submit(one, o) for o in todo]:
+            f.result()
+    return cache
+
+
+def metadata_of(model: Model, plan: Plan) -> dict:
+    name = None
+    if model.source.kind == "gguf":
+        name = model.source.metadata.get("general.name")
+    if not isinstance(name, str) or not name:
+        name = model.source.path.name
+    return {"name": name,
+            "identity": {"weights_id": plan.recipe.name, "architecture": plan.bound.architecture,
+                         "components": list(model.components)}}
+
+
+def provenance_of(model: Model, plan: Plan, objects: list, result: Result) -> dict:
+    fr_prov = {}
+    for o in objects:
+        if isinstance(o, PlannedResource):
+            fr_prov[o.role] = o.provenance
+    per_object = {}
+    for o in objects:
+        if isinstance(o, PlannedTensor):
+            entry = {"pieces": [p.describe() for p in o.pieces], "encoder": o.encoder,
+                     "exactness": o.exactness}
+            if o.notes:
+                entry["notes"] = list(o.notes)
+            if o.id in result.errors:
+                stats = result.errors[o.id]
+                entry["exactness"] = _measured_exactness(stats)
+                entry["measured_error"] = stats.to_json()
+            per_object[o.id] = entry
+        elif isinstance(o, PlannedLiteral):
+            per_object[o.id] = {"generated": o.note, "exactness": "bit-exact"}
+        elif isinstance(o, BorrowedObject):
+            per_object[o.id] = {"borrowed_from": str(o.template.path), "template_artifact_id": o.template.artifact_id,
+                                "exactness": "bit-exact"}
+        elif isinstance(o, PlannedResource):
+            per_object[o.id] = {"resource": o.role, **o.provenance}
+    return {
+        "converter": {"name": "ninfer-convert", "version": __version__},
+        "source": {"kind": model.source.kind, **model.source.identity(),
+                   "layout_assumptions": list(getattr(model.source, "layout_assumptions", []))},
+        "recipe": plan.recipe.to_json(),
+        "mappings": [{"component": m.component, "file": Path(m.file).name, "sha256": m.sha256}
+                     for m in plan.bound.mappings],
+        "config": {"rules": Path(model.config_rules).name, "evidence": model.config_evidence},
+        "frontend": fr_prov,
+        "skipped_tensors": dict(sorted(plan.bound.skipped.items())),
+        "only_layer": plan.only_layer,
+        "objects": per_object,
+    }
+
+
+def _write(model: Model, plan: Plan, objects: list, producer: Producer, result: Result, cache: dict[str, bytes], *,
+           max_file_bytes: int | None, workers: int | None, progress, artifact_id) -> None:
+    components = {k: dict(v) for k, v in plan.components.items()}
+    writer = ArtifactWriter(result.output, components=components, bindings=plan.bindings, uses=plan.uses,
+                            metadata=metadata_of(model, plan), provenance=provenance_of(model, plan, objects, result),
+                            max_file_bytes=max_file_bytes, artifact_id=artifact_id)
+    try:
+        for o in objects:
+            if o.kind == "resource":
+                writer.add_resource(o.id, o.bytes)
+            else:
+                writer.add_tensor(o.id, o.shape, o.format, o.layout, divisors=o.divisors)
+        writer.plan()
+
+        def data(o):
+            if o.id in cache:
+                yield cache.pop(o.id)
+            elif isinstance(o, BorrowedObject):
+                yield from _borrowed_chunks(o)
+            else:
+                yield from producer.stream(o)
+
+        def one(o) -> None:
+            for chunk in data(o):
+                n = memoryview(chunk).nbytes if not isinstance(chunk, bytes) else len(chunk)
+                if progress is not None:
+                    progress(o.id, n)
+                yield chunk
+
+        with _pool(workers) as pool:
+            futures = [pool.submit(writer.write_object, o.id, one(o)) for o in objects]
+            for f in futures:
+                f.result()
+        writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
+    result.artifact_id = writer.artifact_id
+    result.files = [str(result.output)] + [str(result.output.parent / n) for n in writer.plan().names[1:]]
+
+
+BORROW_CHUNK = 64 * 1024 * 1024
+
+
+def _borrowed_chunks(o: BorrowedObject):
+    rec = o.record
+    for off in range(0, rec.bytes, BORROW_CHUNK):
+        n = min(BORROW_CHUNK, rec.bytes - off)
+        view = o.template.read_range(rec.offset + off, n)
+        data = bytes(view)
+        view.release()  # a view left on the template's map would keep it from closing (seed 003 §6)
+        yield data

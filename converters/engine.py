@@ -1,0 +1,136 @@
+"""The model side of a conversion: open a source, normalise its config, find its architecture, bind its
+mappings — and the two value oracles the gates build on.
+
+- :func:`open_model` — source(s) → :class:`Model` (config, architecture module and ``Args``, the
+  :class:`~converters.mapping.BoundModel` with every tensor accounted for);
+- :func:`expected_parameters` — the logical parameters a source should produce after the mapped
+  transforms, float32, in HF values and order (what ``convert verify`` compares against);
+- :func:`logical_array` — a converted artifact's binding decoded back into the same logical values:
+  the binding decoded (``Artifact.binding_array``), then the use-level auxiliaries a consumer applies
+  undone (``input_columns`` column order, ``hadamard_signs`` rotation, container §8, storage-layouts §7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+
+from converters import architectures
+from converters import transforms as T
+from converters.config_normalize import explain_text_config
+from converters.mapping import BoundModel, BoundParameter, bind, load_mapping_for
+from converters.rows import TensorRows
+from converters.sources import open_source
+
+
+@dataclass
+class Model:
+    """An opened checkpoint ready to plan: its inputs, normalised text config and bound mappings."""
+
+    sources: dict
+    config: dict
+    config_evidence: dict
+    config_rules: str
+    architecture: ModuleType
+    args: object
+    bound: BoundModel
+    components: tuple[str, ...]
+
+    @property
+    def source(self):
+        return self.sources["main"]
+
+    def close(self) -> None:
+        for s in self.sources.values():
+            s.close()
+
+    def __enter__(self) -> Model:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def open_model(path_or_source, *, components: Iterable[str] = ("text",), inputs: dict | None = None) -> Model:
+    """Open ``path_or_source`` (GGUF file, HF directory, or an open Source) and bind its mappings.
+
+    ``inputs`` adds further named inputs (``{"mmproj": path}``) that component mappings read."""
+    owned = not hasattr(path_or_source, "tensors")
+    source = open_source(path_or_source) if owned else path_or_source
+    sources = {"main": source}
+    try:
+        for name, p in (inputs or {}).items():
+            sources[name] = open_source(p) if not hasattr(p, "tensors") else p
+        normalized = explain_text_config(source)
+        config = normalized.config
+        gguf_arch = source.metadata.get("general.architecture") if source.kind == "gguf" else None
+        arch = architectures.for_config(config, gguf_architecture=gguf_arch, file=str(source.path))
+        args = arch.Args.from_config(config, file=str(source.path))
+        components = tuple(dict.fromkeys(components))
+        mappings = [load_mapping_for(arch.NAME, c) for c in components]
+        bound = bind(mappings, args, sources, components=components)
+    except BaseException:
+        if owned:
+            for s in sources.values():
+                s.close()
+        raise
+    return Model(sources, config, dict(normalized.evidence), normalized.rules_file, arch, args, bound, components)
+
+
+def parameter_values(sources: dict, p: BoundParameter, bound: BoundModel | None = None) -> np.ndarray:
+    """One bound parameter's float32 values after its transform chain (tied: the target's values)."""
+    if p.source is None:
+        if bound is None:
+            raise ValueError(f"{p.name} is tied to {p.tied_to}; pass the BoundModel")
+        return parameter_values(sources, bound.parameter(p.tied_to), bound)
+    chain = p.source.chain
+    rows = TensorRows(sources[p.source.input], p.source.tensor)
+    return chain.apply(rows.floats(chain.row_ids(0, chain.n_rows))).reshape(p.shape)
+
+
+def expected_parameters(source, *, names: Iterable[str] | None = None,
+                        components: Iterable[str] = ("text",)) -> Iterator[tuple[str, np.ndarray]]:
+    """``(logical name, float32 values)`` of a source after the mapped transforms, in mapping order.
+
+    ``source``: a path or an open :class:`~converters.sources.Source`; ``names``: restrict to these.
+    Values are the HF parameters (norms un-shifted, ``A_log``, grouped V heads, query and gate split),
+    computed in float64 and rounded once to float32. One parameter is decoded at a time."""
+    model = open_model(source, components=components)
+    wanted = None if names is None else set(names)
+    try:
+        for p in model.bound.parameters:
+            if wanted is None or p.name in wanted:
+                yield p.name, parameter_values(model.sources, p, model.bound)
+    finally:
+        if not hasattr(source, "tensors"):
+            model.close()
+
+
+def logical_array(artifact, name: str, shape: Iterable[int] | None = None) -> np.ndarray:
+    """A binding of ``artifact`` decoded to the logical values (HF order, un-rotated), in ``shape``
+    (default: the object's shape for a whole-object binding, flat for parts).
+
+    The stored matrix of a use with ``input_columns`` has its columns in that order, and one with
+    ``hadamard_signs`` stores ``W·D·H``; both are undone here (storage-layouts §7, container §8)."""
+    values = artifact.binding_array(name)
+    b = artifact.bindings[name]
+    out_shape = tuple(shape) if shape is not None else (
+        tuple(artifact.object(b.object).shape) if b.object is not None else values.shape)
+    for use in artifact.uses:
+        if use.parameter != name:
+            continue
+        aux = use.auxiliaries
+        if "input_columns" in aux:
+            cols = artifact.binding_array(aux["input_columns"]).astype(np.int64)
+            stored = values.reshape(-1, len(cols))
+            restored = np.empty_like(stored)
+            restored[:, cols] = stored
+            values = restored
+        if "hadamard_signs" in aux:
+            signs = artifact.binding_array(aux["hadamard_signs"])
+            values = T.hadamard_unrotate(values.reshape(-1, len(signs)), signs).astype(np.float32)
+        break
+    return values.reshape(out_shape)

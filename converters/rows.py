@@ -1,0 +1,117 @@
+"""Row blocks of a source tensor: its raw element-block bytes or its float32 values, mapped per block.
+
+A tensor is read as ``R`` rows of ``C`` elements (``chain.py``: rank ≥ 2 → ``C`` is the last axis; 1-D →
+rows of one element). A row of a GGML block type is ``C / B`` whole blocks of ``T`` bytes, so selecting
+or reordering rows never splits a block; that is what lets Q8_0 rows be moved and then transcoded
+exactly (storage-layouts §6).
+
+Each read maps only the file range it needs (``np.memmap`` of the block's byte span) and the map goes
+away with the array. :meth:`converters.sources.Source.raw` keeps one map of the whole file open, so every
+page a conversion touches would stay resident and count against the process for the whole run; mapping
+per block keeps memory flat in model size (issue 5, "Streaming and memory"). Offsets and lengths come
+from the strict parsers' :class:`~converters.sources.SourceTensor`, already checked against the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from converters.errors import SourceError
+from converters.sources.decode import decode_tensor
+from ninfer_core import codecs
+
+# safetensors dtype → bytes per element
+ST_SIZES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4,
+            "U16": 2, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1}
+# safetensors float dtypes whose bytes are a v3 contiguous format as they are (storage-layouts §6 last row)
+ST_EXACT = {"BF16": "bf16", "F32": "fp32"}
+
+
+@dataclass(frozen=True)
+class Storage:
+    """How a source tensor's rows are stored: ``ggml_type`` (GGML name, ``None`` for safetensors),
+    ``block`` elements in ``block_bytes`` bytes, ``rows`` × ``cols`` elements, ``row_bytes`` per row
+    (``None`` when a row is not whole blocks)."""
+
+    ggml_type: str | None
+    dtype: str
+    block: int
+    block_bytes: int
+    rows: int
+    cols: int
+    row_bytes: int | None
+
+    @property
+    def plain(self) -> bool:
+        return self.block == 1
+
+
+def storage_of(t) -> Storage:
+    """The :class:`Storage` of a :class:`~converters.sources.SourceTensor`."""
+    if t.read_length is None:
+        raise SourceError(f"{t.name}: the byte length of {t.dtype} is not known; it cannot be read",
+                          file=str(t.file), json_path=t.name, rule="storage_length_known")
+    shape = t.shape
+    cols = shape[-1] if len(shape) >= 2 else 1
+    rows = t.elements // cols if cols else 0
+    if t.type_id is None:
+        size = ST_SIZES.get(t.dtype)
+        if size is None:
+            raise SourceError(f"{t.name}: safetensors dtype {t.dtype} is not supported", file=str(t.file),
+                              json_path=t.name, rule="dtype_supported")
+        return Storage(None, t.dtype, 1, size, rows, cols, cols * size)
+    g = codecs.resolve_ggml_type(t.read_type or t.type_id, t.elements, t.read_length, tensor=t.name)
+    whole = cols % g.block_size == 0
+    return Storage(g.name, t.dtype, g.block_size, g.type_size, rows, cols,
+                   cols // g.block_size * g.type_size if whole else None)
+
+
+class TensorRows:
+    """Row access to one tensor of one source."""
+
+    def __init__(self, source, name: str) -> None:
+        self.source = source
+        self.tensor = source.tensor(name)
+        self.storage = storage_of(self.tensor)
+        header = getattr(source, "header", None)
+        self.big_endian = getattr(header, "byte_order", "little") == "big"
+
+    def _map(self, first: int, count: int) -> np.ndarray:
+        t, s = self.tensor, self.storage
+        if s.row_bytes is None:
+            if first != 0 or count != s.rows:
+                raise SourceError(f"{t.name}: rows of {s.cols} elements are not whole {s.ggml_type} blocks; "
+                                  "only the whole tensor can be read", file=str(t.file), json_path=t.name,
+                                  rule="whole_block_rows")
+            return np.memmap(t.file, dtype=np.uint8, mode="r", offset=t.file_offset, shape=(t.read_length,))
+        if count == 0:
+            return np.zeros((0, s.row_bytes), dtype=np.uint8)
+        mm = np.memmap(t.file, dtype=np.uint8, mode="r", offset=t.file_offset + first * s.row_bytes,
+                       shape=(count * s.row_bytes,))
+        return mm.reshape(count, s.row_bytes)
+
+    def raw(self, ids: slice | np.ndarray) -> np.ndarray:
+        """Raw bytes of the selected rows, ``[n, row_bytes]`` (a mapped view for a slice, else a copy)."""
+        if isinstance(ids, slice):
+            start, stop, _ = ids.indices(self.storage.rows)
+            return self._map(start, stop - start)
+        ids = np.asarray(ids, dtype=np.int64)
+        if len(ids) == 0:
+            return self._map(0, 0)
+        lo, hi = int(ids.min()), int(ids.max()) + 1
+        return np.ascontiguousarray(self._map(lo, hi - lo)[ids - lo])
+
+    def floats(self, ids: slice | np.ndarray) -> np.ndarray:
+        """float32 values of the selected rows, ``[n, cols]``."""
+        raw = self.raw(ids) if self.storage.row_bytes is not None else self._map(0, self.storage.rows)
+        n = raw.shape[0] if raw.ndim == 2 else self.storage.rows
+        shaped = dataclasses.replace(self.tensor, shape=(n, self.storage.cols))
+        out = decode_tensor(shaped, np.ascontiguousarray(raw).reshape(-1), big_endian=self.big_endian)
+        if raw.ndim != 2 and not isinstance(ids, slice):
+            out = out[np.asarray(ids, dtype=np.int64)]
+        elif raw.ndim != 2:
+            out = out[ids]
+        return out
