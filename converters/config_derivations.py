@@ -228,12 +228,14 @@ def _gguf_tied_embeddings(ctx: RuleContext, args: Mapping, field: FieldRule) -> 
 def _hf_tied_embeddings(ctx: RuleContext, args: Mapping, field: FieldRule) -> bool:
     found = {where: v for where, v in (("root", ctx.lookup("tie_word_embeddings", "root")),
                                        ("text_config", ctx.lookup("tie_word_embeddings"))) if v is not MISSING}
+    for where, value in found.items():
+        if not isinstance(value, bool):
+            raise ctx.error(f"tie_word_embeddings is {value!r}, not a bool", rule="field_type",
+                            key="tie_word_embeddings" if where == "text_config" else None)
     if len(set(found.values())) > 1:
         raise ctx.error(f"tie_word_embeddings differs between the root ({found['root']}) and text_config "
                         f"({found['text_config']})", key="tie_word_embeddings", rule="field_mismatch")
     tied = next(iter(found.values())) if found else args["default"]
-    if not isinstance(tied, bool):
-        raise ctx.error(f"tie_word_embeddings is {tied!r}, not a bool", key="tie_word_embeddings", rule="field_type")
     if not tied and ctx.tensors and not any(name in ctx.tensors for name in args["head_tensors"]):
         raise ctx.error(f"the config does not tie the embeddings but no head tensor ({args['head_tensors']}) "
                         "exists", key="tie_word_embeddings", rule="untied_head_missing")
@@ -275,8 +277,13 @@ def _scaling(ctx: RuleContext, rope_type: str, get: Callable[[str], object], nam
     out: dict[str, object] = {"rope_type": rope_type}
     for hf_name, src_name in names.items():
         value = get(src_name)
-        if value is not MISSING:
-            out[hf_name] = float(value) if hf_name != "original_max_position_embeddings" else value
+        if value is MISSING or value is None:
+            continue
+        kind = "int" if hf_name == "original_max_position_embeddings" else "float"
+        if not value_matches(value, kind):
+            raise ctx.error(f"rope scaling {hf_name} is {value!r}, not {kind}", key="rope_parameters",
+                            rule="field_type")
+        out[hf_name] = float(value) if kind == "float" else value
     if "factor" not in out:
         raise ctx.error(f"rope scaling {rope_type!r} without a factor", key="rope_parameters", rule="missing_field")
     return out
@@ -287,16 +294,21 @@ def _hf_rope_parameters(ctx: RuleContext, args: Mapping, field: FieldRule) -> di
     out = {"rope_type": "default", "rope_theta": ctx.fields["rope_theta"],
            "partial_rotary_factor": ctx.fields["partial_rotary_factor"]}
     rope_type = rp.get("rope_type", rp.get("type", "default"))
+    if not isinstance(rope_type, str):
+        raise ctx.error(f"rope_type is {rope_type!r}, not a string", key="rope_parameters", rule="field_type")
     out |= _scaling(ctx, rope_type, lambda k: rp.get(k, MISSING),
                     {"factor": "factor", "original_max_position_embeddings": "original_max_position_embeddings",
                      "attention_factor": "attention_factor", "beta_fast": "beta_fast", "beta_slow": "beta_slow"})
     if args.get("mrope"):
-        section = rp.get("mrope_section", args["mrope_section_default"])
-        if not value_matches(list(section), "int_list"):
-            raise ctx.error(f"mrope_section {section!r} is not a list of integers", key="rope_parameters",
-                            rule="field_type")
+        section = rp.get("mrope_section")
+        section = args["mrope_section_default"] if section is None else section
+        interleaved = rp.get("mrope_interleaved")
+        interleaved = args["mrope_interleaved_default"] if interleaved is None else interleaved
+        if not value_matches(section, "int_list") or not isinstance(interleaved, bool):
+            raise ctx.error(f"mrope_section {section!r} / mrope_interleaved {interleaved!r} are not a list of "
+                            "integers and a bool", key="rope_parameters", rule="field_type")
         out["mrope_section"] = list(section)
-        out["mrope_interleaved"] = bool(rp.get("mrope_interleaved", True))
+        out["mrope_interleaved"] = interleaved
     return out
 
 
@@ -313,11 +325,14 @@ def _gguf_rope_parameters(ctx: RuleContext, args: Mapping, field: FieldRule) -> 
         sections = ctx.lookup(args["sections_key"])
         if sections is MISSING:
             raise Missing(ctx.key_name(args["sections_key"]))
+        if not value_matches(sections, "int_list"):
+            raise ctx.error(f"{ctx.key_name(args['sections_key'])} is {sections!r}, not a list of integers",
+                            key=ctx.key_name(args["sections_key"]), rule="field_type")
         sections = list(sections)
         if len(sections) == 4 and sections[3] == 0:  # llama.cpp pads mrope_section to 4 entries
             sections = sections[:3]
         out["mrope_section"] = sections
-        out["mrope_interleaved"] = True
+        out["mrope_interleaved"] = args["mrope_interleaved"]
     return out
 
 

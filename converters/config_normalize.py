@@ -131,9 +131,11 @@ def _hf_config(source) -> tuple[dict, str]:
 
 def _match_hf(config: Mapping, file: str, candidates: list[ArchRules]) -> ArchRules:
     arches = config.get("architectures") or []
+    arches = [a for a in arches if isinstance(a, str)] if isinstance(arches, list) else []
     model_type = config.get("model_type")
+    model_type = model_type if isinstance(model_type, str) else None
     for arch in candidates:
-        if any(a in arch.hf_architectures for a in arches if isinstance(a, str)):
+        if any(a in arch.hf_architectures for a in arches):
             return arch
     for arch in candidates:
         if model_type in arch.hf_model_types:

@@ -302,7 +302,7 @@ def _vocab_and_added(meta: _Meta, rules: dict) -> tuple[dict[str, int], list[dic
     vocab: dict[str, int] = {}
     added: list[dict] = []
     for tid, (token, ttype) in enumerate(zip(tokens, types, strict=True)):
-        role = roles.get(ttype)
+        role = roles.get(ttype) if isinstance(ttype, int) and not isinstance(ttype, bool) else None
         if role is None:
             raise meta.error(f"token {tid} has type {ttype!r}, not one of {sorted(roles)}",
                              "tokenizer.ggml.token_type", "token_type_unknown")
@@ -367,7 +367,7 @@ def _gguf_resources(source, rules: dict) -> FrontendResources:
         raise meta.error(f"tokenizer.ggml.model is {model!r}; only {rules['tokenizer_model']!r} (byte-level BPE) "
                          "can be rebuilt", "tokenizer.ggml.model", "tokenizer_model_supported")
     pre_name = meta.get("tokenizer.ggml.pre")
-    pre = rules["pre_tokenizers"].get(pre_name)
+    pre = rules["pre_tokenizers"].get(pre_name) if isinstance(pre_name, str) else None
     if pre is None:
         raise meta.error(f"tokenizer.ggml.pre {pre_name!r} has no known pre-tokenizer (known: "
                          f"{sorted(rules['pre_tokenizers'])})", "tokenizer.ggml.pre", "pre_tokenizer_known")
@@ -389,8 +389,10 @@ def _gguf_resources(source, rules: dict) -> FrontendResources:
     tc: dict[str, object] = {}
     for name, spec in rules["add_special_tokens"].items():
         value = meta.get(spec["key"])
+        if value is not None and not isinstance(value, bool):
+            raise meta.error(f"{spec['key']} = {value!r} is not a bool", spec["key"], "field_type")
         if value is not None:
-            tc[name] = bool(value)
+            tc[name] = value
     tc.update(rules["tokenizer_config"]["constants"])
     tc["added_tokens_decoder"] = {str(t["id"]): {k: t[k] for k in ("content", "lstrip", "normalized", "rstrip",
                                                                     "single_word", "special")} for t in added}

@@ -260,3 +260,23 @@ def test_unknown_architecture(tmp_path):
     err = _error(write_gguf(tmp_path / "l.gguf", "llama", lambda w: base_meta(w, blocks=1),
                             {"token_embd.weight": (V, H)}))
     assert err.rule == "unsupported_architecture" and "'llama'" in err.message
+
+
+def test_any_ill_typed_metadata_value_is_a_config_error_not_a_crash(tmp_path):
+    """Each metadata value replaced by values of other types, through the Source surface the normaliser
+    reads (kind, path, metadata, tensors): a result or a ConfigError, never another exception."""
+    from types import SimpleNamespace
+
+    path = write_gguf(tmp_path / "q35.gguf", "qwen35", lambda w: qwen35_meta(w, mtp=1), hybrid_tensors([3, 7, 8]))
+    with open_gguf(path) as src:
+        real = {k: src.metadata[k] for k in src.metadata}
+        rules = set()
+        for key in real:
+            for bad in ("x", [], [True], -3, 0, 2.5, True, [1.5, 2]):
+                fake = SimpleNamespace(kind="gguf", path=src.path, tensors=src.tensors, metadata={**real, key: bad})
+                try:
+                    normalize_text_config(fake)
+                except ConfigError as exc:
+                    assert exc.file == str(path)
+                    rules.add(exc.rule)
+    assert {"field_type", "field_range", "unsupported_architecture", "ratio_range"} <= rules

@@ -180,3 +180,34 @@ def test_gguf_and_hf_configs_of_one_model_agree(tmp_path, module, overrides):
             assert from_hf.config[name] == value, name
     assert from_gguf.evidence["vocab_size"] == "derived (gguf_vocab_size)"
     assert from_hf.evidence["vocab_size"] == "derived (hf_vocab_size)"
+
+
+BAD_VALUES = ["x", [], {}, -1, 0, 1.5, True, [1, "a"], {"full_attention": 3}]
+
+
+def test_any_ill_typed_config_value_is_a_config_error_not_a_crash(tmp_path):
+    """Every field of the config replaced by each ill-typed value: a result or a ConfigError, never another
+    exception (the source is opened once; its parsed config is edited in memory)."""
+    base = {"architectures": ["Qwen3_5ForCausalLM"], **copy.deepcopy(QWEN35_TEXT)}
+    with open_hf_dir(write_hf(tmp_path / "m", base)) as src:
+        outcomes = set()
+        for name in list(base) + ["rope_scaling", "full_attention_interval", "tie_word_embeddings"]:
+            for bad in BAD_VALUES:
+                src.config = {**copy.deepcopy(base), name: bad}
+                try:
+                    normalize_text_config(src)
+                    outcomes.add("ok")
+                except ConfigError as exc:
+                    assert exc.file == str(tmp_path / "m" / "config.json")
+                    outcomes.add(exc.rule)
+            for key in ("rope_type", "mrope_section", "mrope_interleaved", "rope_theta", "factor"):
+                for bad in BAD_VALUES:
+                    rp = {**base["rope_parameters"], key: bad}
+                    if key == "factor":
+                        rp["rope_type"] = "yarn"
+                    src.config = {**copy.deepcopy(base), "rope_parameters": rp}
+                    try:
+                        normalize_text_config(src)
+                    except ConfigError as exc:
+                        outcomes.add(exc.rule)
+    assert {"ok", "field_type", "field_range", "vocab_size_mismatch", "unsupported_rope"} <= outcomes

@@ -127,3 +127,21 @@ def test_mmproj_inconsistencies(tmp_path, case, rule):
         with pytest.raises(ConfigError) as info:
             normalize_vision_config(src, text_arch=text_arch)
     assert info.value.rule == rule and info.value.file == str(path)
+
+
+def test_any_ill_typed_mmproj_value_is_a_config_error_not_a_crash(tmp_path):
+    from types import SimpleNamespace
+
+    path = write_mmproj(tmp_path / "m.gguf", VISION, [False, True, False, False])
+    with open_gguf(path) as src:
+        real = {k: src.metadata[k] for k in src.metadata}
+        rules = set()
+        for key in real:
+            for bad in ("x", [], [[1]], [True, 3], -2, 0, 2.5, True):
+                fake = SimpleNamespace(kind="gguf", path=src.path, tensors=src.tensors, metadata={**real, key: bad})
+                for text_arch in (None, "qwen35"):
+                    try:
+                        normalize_vision_config(fake, text_arch=text_arch)
+                    except ConfigError as exc:
+                        rules.add(exc.rule)
+    assert {"field_type", "field_range", "unsupported_architecture", "field_mismatch"} <= rules

@@ -192,6 +192,7 @@ def _set(key, value, vtype):
     ("pre", "pre_tokenizer_known", "tokenizer.ggml.pre"),
     ("merge", "merge_out_of_vocabulary", "tokenizer.ggml.merges"),
     ("types", "token_type_count", "tokenizer.ggml.token_type"),
+    ("type7", "token_type_unknown", "tokenizer.ggml.token_type"),
     ("eos", "token_id_range", "tokenizer.ggml.eos_token_id"),
     ("spelling", "byte_level_token", "tokenizer.ggml.tokens"),
 ])
@@ -205,6 +206,8 @@ def test_inconsistent_tokenizer_metadata_is_a_typed_error(tmp_path, case, rule, 
         kw["edit"] = _set("tokenizer.ggml.merges", ["Ġ t", "Ġthe x"], gguf.GGUFValueType.ARRAY)
     if case == "types":
         kw["edit"] = _set("tokenizer.ggml.token_type", [1, 1], gguf.GGUFValueType.ARRAY)
+    if case == "type7":
+        kw["edit"] = _set("tokenizer.ggml.token_type", [7] + [1] * (VOCAB_SIZE - 1), gguf.GGUFValueType.ARRAY)
     if case == "eos":
         kw["edit"] = _set("tokenizer.ggml.eos_token_id", VOCAB_SIZE, gguf.GGUFValueType.UINT32)
     if case == "spelling":
@@ -218,3 +221,24 @@ def test_token_list_over_the_limit_is_refused(tmp_path):
     rules.write_text(RULES_FILE.read_text().replace("max_tokens: 4194304", "max_tokens: 100"))
     err = _rebuild_error(tmp_path, rules_file=rules)
     assert (err.rule, err.json_path) == ("array_limit", "tokenizer.ggml.tokens")
+
+
+def test_any_ill_typed_tokenizer_metadata_is_a_frontend_error_not_a_crash(built):
+    """Each tokenizer key replaced by values of other types, through the Source surface the rebuild reads:
+    a result or a FrontendError, never another exception."""
+    from types import SimpleNamespace
+
+    _, _, path, _ = built
+    with open_gguf(path) as src:
+        real = {k: src.metadata[k] for k in src.metadata if k.startswith(("tokenizer.", "general.sampling"))}
+    rules = set()
+    for key in real:
+        for bad in ("x", "", [], [3], [[1]], ["a b c"], [None], -1, 2.5, True, {"a": 1}):
+            fake = SimpleNamespace(kind="gguf", path=path, metadata={**real, key: bad})
+            try:
+                frontend_resources(fake)
+            except FrontendError as exc:
+                assert exc.file == str(path)
+                rules.add(exc.rule)
+    assert {"tokenizer_model_supported", "pre_tokenizer_known", "array_limit", "token_type_count",
+            "merge_form", "token_id_range", "field_type"} <= rules
