@@ -104,7 +104,7 @@ class GGUFHeader:
 
 
 def _reject(f: OpenFile, what: str, msg: str, rule: str) -> SourceFormatError:
-    return SourceFormatError(f"{what}: {msg}", file=str(f.path), json_path=what, rule=rule, section=SECTION)
+    return SourceFormatError(msg, file=str(f.path), json_path=what, rule=rule, section=SECTION)
 
 
 def _read_version(f: OpenFile, reader: HeaderReader) -> tuple[int, str]:

@@ -62,7 +62,7 @@ class ArrayPreview:
 
 
 def _bad(msg: str, reader, what: str, rule: str) -> SourceFormatError:
-    return SourceFormatError(f"{what}: {msg}", file=str(reader.f.path), rule=rule, section="GGUF spec")
+    return SourceFormatError(msg, file=str(reader.f.path), json_path=what, rule=rule, section="GGUF spec")
 
 
 def read_string(reader, what: str, *, keep: bool, budget=None, tail: int = 0) -> str | None:

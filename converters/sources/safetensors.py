@@ -74,7 +74,7 @@ class STHeader:
 
 
 def _reject(f, what: str, msg: str, rule: str) -> SourceFormatError:
-    return SourceFormatError(f"{what}: {msg}", file=str(f.path), json_path=what, rule=rule, section=SECTION)
+    return SourceFormatError(msg, file=str(f.path), json_path=what, rule=rule, section=SECTION)
 
 
 def _u64(f, value: Any, what: str) -> int:

@@ -41,7 +41,7 @@ def loads(data: bytes, *, file, what: str, rule_prefix: str = "json", section: s
     """Parse ``data`` (UTF-8 JSON) strictly; errors name ``file``, ``what`` and the rule."""
 
     def bad(msg: str, rule: str) -> SourceFormatError:
-        return SourceFormatError(f"{what}: {msg}", file=str(file), json_path=what,
+        return SourceFormatError(msg, file=str(file), json_path=what,
                                  rule=f"{rule_prefix}_{rule}", section=section)
 
     try:
