@@ -17,6 +17,7 @@ from converters.cli.output import app, report_error
 COMMAND_MODULES: tuple[str, ...] = (
     "version",
     "repack",
+    "inspect",
 )
 
 
