@@ -124,13 +124,14 @@ def convert(source, output, *, recipe: str | Path | None = None, template: str |
             max_file_bytes: int | None = None, only_layer: int | None = None, dry_run: bool = False,
             components: Iterable[str] = ("text",), inputs: dict | None = None, workers: int | None = None,
             expect_kind: str | None = None, progress: Callable[[str, int], None] | None = None,
-            artifact_id: bytes | str | None = None) -> Result:
+            on_plan: Callable[[list], None] | None = None, artifact_id: bytes | str | None = None) -> Result:
     """Convert ``source`` (GGUF file or HF directory) into the artifact ``output``.
 
     ``recipe``: shipped name or path (default: the template's ``metadata.identity.weights_id`` when it
     names a shipped recipe, else :data:`DEFAULT_RECIPE`). ``expect_kind``: ``gguf`` / ``hf`` — the
     command that was used (``gguf2ninfer`` / ``st2ninfer``) — checked against the detected source.
-    ``progress(object_id, nbytes)`` is called as bytes are written (from worker threads)."""
+    ``on_plan(objects)`` is called once the output's objects are known; ``progress(object_id, nbytes)``
+    as bytes are written (from worker threads)."""
     started = time.perf_counter()
     output = Path(output)
     if not dry_run:
@@ -146,6 +147,8 @@ def convert(source, output, *, recipe: str | Path | None = None, template: str |
             plan = plan_conversion(model, rec, only_layer=only_layer)
             objects = apply_template(plan, tpl) if tpl is not None else list(plan.objects)
             result = Result(output, plan, objects, dry_run)
+            if on_plan is not None:
+                on_plan(objects)
             if dry_run:
                 return result
             producer = Producer(model.sources, hadamard_seed=rec.hadamard_seed)

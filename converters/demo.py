@@ -1,113 +1,82 @@
-"""``make demo`` (interim): write a small multi-part NInfer v3 artifact into ``out/`` and summarise it.
+"""``make demo``: convert the bundled tiny Qwen3.5 GGUF with the default recipe and show the result.
 
-Until the converters exist this shows the container end to end: a tiny synthetic text component
-(embedding, norms, a fused query/key parent bound through parts, an MLP, a tokenizer resource) is
-declared, split into several files with a small ``max_file_bytes``, written out of order, reopened,
-validated, and one interleaved binding is decoded and compared with the values that were written.
-Run as ``python -m converters.demo``; reruns replace the previous demo output.
+1. ``out/tiny-qwen35.Q8_0.gguf`` is generated with :mod:`tinymodels` if missing (deterministic: 8 layers,
+   full attention at 3 and 7, 2 key / 4 value heads so the V-head reorder is exercised, written the way
+   llama.cpp writes it: +1 norms, ``-exp(A_log)``, tiled V heads, F32 norms, Q8_0 matrices).
+2. It is converted with the default recipe, ``groupwise-int`` (:data:`converters.convert.DEFAULT_RECIPE`):
+   the container §12.3 deployment grouping (query+key q4 parent, gate+value q5 parent, q4 MLP, q8
+   embedding and head), the template kind seed 003 expects, and it exercises the three ways an object
+   is made — exact Q8_0 → q8 transcoding, requantization with measured error, and grouping bound through
+   parts — on any shape (row_split pads K, unlike nvfp4).
+3. The conversion summary is printed, then every logical parameter is decoded from the artifact and
+   compared with the generator's float reference (per role: worst cosine and max error).
+
+The demo owns ``out/tiny-qwen35.groupwise-int.ninfer``: a rerun removes the previous one first (the
+converter itself never overwrites). Run as ``python -m converters.demo``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 import numpy as np
 
+from converters.cli.convert import print_summary
 from converters.cli.output import console, table
-from converters.cli.repack import artifact_summary, print_summary
 
 OUT = Path("out")
-ENTRY = OUT / "demo.ninfer"
-MAX_FILE_BYTES = 3 * 4096
-
-HIDDEN, VOCAB, INTER, HEADS, HEAD_DIM = 64, 96, 128, 2, 16
+GGUF = OUT / "tiny-qwen35.Q8_0.gguf"
+ARTIFACT = OUT / "tiny-qwen35.groupwise-int.ninfer"
 
 
-def _remove_previous(entry: Path) -> None:
-    for path in [entry, *entry.parent.glob(f"{entry.name}.part-*")]:
-        path.unlink(missing_ok=True)
+def ensure_gguf(path: Path = GGUF) -> Path:
+    """Generate the demo GGUF with tinymodels unless it is already there."""
+    from tinymodels import qwen35
+
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        qwen35.write_gguf(path, qwen35.config(), matrix_type="Q8_0")
+        console.print(f"generated {path} ({path.stat().st_size:,} bytes) with tinymodels.qwen35")
+    return path
 
 
-def build(entry: Path = ENTRY, max_file_bytes: int = MAX_FILE_BYTES, seed: int = 0) -> dict[str, np.ndarray]:
-    """Write the demo artifact; return the float values of its logical parameters (the reference)."""
-    from ninfer_core import ArtifactWriter, Binding, Component, Part, Use, codecs
+def compare_with_reference(artifact: Path) -> tuple[list[list], bool]:
+    """Per role: parameters, worst cosine, max abs error of the decoded artifact vs the generator."""
+    from converters.engine import logical_array
+    from ninfer_core import open_artifact
+    from tinymodels import qwen35
 
-    rng = np.random.default_rng(seed)
-    q_rows = HEADS * HEAD_DIM
-    values = {
-        "text/token_embedding": rng.standard_normal((VOCAB, HIDDEN)).astype(np.float32),
-        "text/final_norm": (1 + 0.1 * rng.standard_normal(HIDDEN)).astype(np.float32),
-        "text/layers/0/input_norm": (1 + 0.1 * rng.standard_normal(HIDDEN)).astype(np.float32),
-        "text/layers/0/attention/query": rng.standard_normal((q_rows, HIDDEN)).astype(np.float32),
-        "text/layers/0/attention/key": rng.standard_normal((HEAD_DIM, HIDDEN)).astype(np.float32),
-        "text/layers/0/mlp/down": rng.standard_normal((HIDDEN, INTER)).astype(np.float32),
-    }
-    values = {k: codecs.decode("bf16", "contiguous_le_v1", v.shape, codecs.encode("bf16", "contiguous_le_v1", v))
-              if v.ndim == 2 else v for k, v in values.items()}  # bf16-exact reference values
-    query_key = np.concatenate([values["text/layers/0/attention/query"], values["text/layers/0/attention/key"]])
-    tokenizer = json.dumps({"model": {"type": "demo", "vocab": {f"t{i}": i for i in range(VOCAB)}}}).encode()
-    config = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": HIDDEN,
-              "intermediate_size": INTER, "num_hidden_layers": 1, "num_attention_heads": HEADS,
-              "num_key_value_heads": 1, "head_dim": HEAD_DIM, "vocab_size": VOCAB, "rms_norm_eps": 1e-6,
-              "tie_word_embeddings": True}
-    q_elems = values["text/layers/0/attention/query"].size
-    bindings = {
-        "text/token_embedding": Binding.whole("w.embed"),
-        "text/output_head": Binding.whole("w.embed"),
-        "text/final_norm": Binding.whole("w.final_norm"),
-        "text/layers/0/input_norm": Binding.whole("w.layers.0.input_norm"),
-        "text/layers/0/attention/query": Binding.of_parts([Part("w.layers.0.query_key", (0, q_elems))]),
-        "text/layers/0/attention/key": Binding.of_parts([Part("w.layers.0.query_key",
-                                                              (q_elems, query_key.size))]),
-        "text/layers/0/mlp/down": Binding.whole("w.layers.0.mlp.down"),
-    }
-    uses = [Use("text/layers/0/attention/query", "text/layers/0/mixer_input", "A16Only"),
-            Use("text/layers/0/attention/key", "text/layers/0/mixer_input", "A16Only"),
-            Use("text/layers/0/mlp/down", "text/layers/0/mlp/product", "A16Only"),
-            Use("text/output_head", "text/final_hidden", "A16Only")]
-    objects = {  # id -> (format, array), in payload order
-        "w.embed": ("bf16", values["text/token_embedding"]),
-        "w.final_norm": ("fp32", values["text/final_norm"]),
-        "w.layers.0.input_norm": ("fp32", values["text/layers/0/input_norm"]),
-        "w.layers.0.query_key": ("bf16", query_key),
-        "w.layers.0.mlp.down": ("bf16", values["text/layers/0/mlp/down"]),
-    }
-    _remove_previous(entry)
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    with ArtifactWriter(entry, components={"text": Component(config, resources={"tokenizer.json": "r.tokenizer"})},
-                        bindings=bindings, uses=uses, max_file_bytes=max_file_bytes,
-                        metadata={"name": "ninfer-convert demo"},
-                        provenance={"converter": "converters.demo", "seed": seed}) as writer:
-        for oid, (fmt, arr) in objects.items():
-            writer.add_tensor(oid, arr.shape, fmt, "contiguous_le_v1")
-        writer.add_resource("r.tokenizer", len(tokenizer))
-        writer.plan()
-        writer.write_object("r.tokenizer", tokenizer)  # out of payload order on purpose
-        for oid, (fmt, arr) in reversed(objects.items()):
-            writer.write_object(oid, lambda f=fmt, a=arr: codecs.encode(f, "contiguous_le_v1", a))
-    return values
+    ref = qwen35.logical_parameters(qwen35.config())
+    per_role: dict[str, list] = {}
+    with open_artifact(artifact) as art:
+        for name, want in ref.items():
+            got = logical_array(art, name, want.shape).astype(np.float64)
+            w = want.astype(np.float64).reshape(-1)
+            g = got.reshape(-1)
+            cos = float(w @ g / (np.linalg.norm(w) * np.linalg.norm(g))) if w.any() or g.any() else 1.0
+            role = name.split("/")[-1] if "/layers/" not in name else "/".join(name.split("/")[3:])
+            entry = per_role.setdefault(role, [0, 1.0, 0.0])
+            entry[0] += 1
+            entry[1] = min(entry[1], cos)
+            entry[2] = max(entry[2], float(np.max(np.abs(w - g))))
+    rows = [[role, n, f"{cos:.6f}", f"{err:.3g}"] for role, (n, cos, err) in sorted(per_role.items())]
+    return rows, all(cos > 0.99 for _, cos, _ in per_role.values())
 
 
 def main() -> int:
-    from ninfer_core import open_artifact, validate
+    from converters.convert import DEFAULT_RECIPE, convert
 
     logging.basicConfig(level=logging.WARNING)
-    values = build()
-    with open_artifact(ENTRY) as art:
-        summary = artifact_summary(art)
-        checks = []
-        for name, ref in values.items():
-            got = art.binding_array(name, shape=ref.shape)
-            checks.append([name, list(ref.shape), "equal" if np.array_equal(got, ref) else "DIFFERENT"])
-    print_summary(summary, f"demo artifact {ENTRY}")
-    console.print(table("decoded bindings vs written values", ["binding", "shape", "values"], checks))
-    findings = validate(ENTRY)
-    console.print(f"validate: {len(findings)} finding(s)" + "".join(f"\n  {f.severity} {f.rule}: {f.message}"
-                                                                     for f in findings))
-    ok = not findings and all(c[2] == "equal" for c in checks)
-    console.print("[bold green]demo OK[/]" if ok else "[bold red]demo FAILED[/]")
+    gguf = ensure_gguf()
+    for path in [ARTIFACT, *ARTIFACT.parent.glob(f"{ARTIFACT.name}.part-*")]:
+        path.unlink(missing_ok=True)
+    result = convert(gguf, ARTIFACT, recipe=DEFAULT_RECIPE, expect_kind="gguf")
+    print_summary(result.summary())
+    rows, ok = compare_with_reference(ARTIFACT)
+    console.print(table("decoded artifact vs tinymodels reference (per parameter kind)",
+                        ["parameter", "count", "worst cosine", "max abs error"], rows))
+    console.print("[bold green]demo conversion OK[/]" if ok else "[bold red]demo conversion FAILED[/]")
     return 0 if ok else 1
 
 
