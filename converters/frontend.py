@@ -211,7 +211,7 @@ def _hf_resources(source, rules: dict) -> FrontendResources:
                                                "field": field_name, **_sha(files["chat_template.jinja"])}
                 break
     if "generation_config.json" not in files:
-        derived = _generation_from_config(getattr(source, "config", None) or {})
+        derived = _generation_from_config(getattr(source, "config", None) or {}, Path(source.path) / "config.json")
         if derived:
             files["generation_config.json"] = _json_bytes(derived, sort_keys=True)
             prov["generation_config.json"] = {
@@ -223,13 +223,24 @@ def _hf_resources(source, rules: dict) -> FrontendResources:
     return FrontendResources(files=files, provenance=prov)
 
 
-def _generation_from_config(config: Mapping) -> dict:
+def _token_ids_ok(value: object) -> bool:
+    ids = value if isinstance(value, list) else [value]
+    return bool(ids) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids)
+
+
+def _generation_from_config(config: Mapping, file: Path) -> dict:
+    """``GenerationConfig.from_model_config``: the token ids of the (text) config, text_config first."""
     text = config.get("text_config") if isinstance(config.get("text_config"), Mapping) else config
     out = {}
     for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
-        value = text.get(key, config.get(key))
-        if value is not None:
-            out[key] = value
+        value = text.get(key)
+        value = config.get(key) if value is None else value
+        if value is None:
+            continue
+        if not _token_ids_ok(value):
+            raise FrontendError(f"{key} is {value!r}, not a token id or a list of them", file=str(file),
+                                json_path=key, section=SECTION, rule="token_id_type")
+        out[key] = value
     return out
 
 
@@ -239,7 +250,6 @@ class _Meta:
     """Bounded access to GGUF tokenizer metadata."""
 
     def __init__(self, source):
-        self.source = source
         self.metadata = source.metadata
         self.file = str(source.path)
         self.used: list[str] = []
@@ -257,12 +267,10 @@ class _Meta:
             value = float(str(np.float32(value)))  # the file holds float32: report its shortest repr
         return value
 
-    def array(self, key: str, limit: int, required: bool = True) -> list | None:
-        """A metadata array, its element count checked against ``limit`` before it is decoded."""
+    def array(self, key: str, limit: int) -> list:
+        """A required metadata array, its element count checked against ``limit`` before it is decoded."""
         if key not in self.metadata:
-            if required:
-                raise self.error(f"the GGUF has no {key}", key, "required_field_missing")
-            return None
+            raise self.error(f"the GGUF has no {key}", key, "required_field_missing")
         entry = getattr(self.metadata, "entry", None)
         count = getattr(getattr(entry(key), "value", None), "count", None) if entry else None
         if count is not None and count > limit:

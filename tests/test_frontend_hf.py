@@ -91,3 +91,21 @@ def test_oversized_file_is_refused_before_reading(hf_dir, tmp_path):
     with pytest.raises(FrontendError) as info:
         resources(hf_dir, rules_file=rules)
     assert info.value.rule == "resource_size" and info.value.file == str(hf_dir / "tokenizer.json")
+
+
+@pytest.mark.parametrize("case, rule, file", [
+    ("bad_eos", "token_id_type", "config.json"),
+    ("bad_tokenizer_config", "resource_json", "tokenizer_config.json"),
+])
+def test_derivations_from_bad_side_files_are_typed_errors(hf_dir, tmp_path, case, rule, file):
+    d = copy_dir(hf_dir, tmp_path / case)
+    if case == "bad_eos":
+        (d / "generation_config.json").unlink()
+        config = json.loads((d / "config.json").read_text())
+        (d / "config.json").write_text(json.dumps({**config, "eos_token_id": ["<|im_end|>"]}))
+    else:
+        (d / "chat_template.jinja").unlink()
+        (d / "tokenizer_config.json").write_bytes(b'{"chat_template": "x",')
+    with pytest.raises(FrontendError) as info:
+        resources(d)
+    assert info.value.rule == rule and info.value.file == str(d / file)
