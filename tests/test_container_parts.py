@@ -231,6 +231,9 @@ def test_split_capacities_formula():
             split_capacities(limit, eps)
         assert info.value.rule == "limit_too_small"
     assert split_capacities(69632, 65536).entry == 4096
+    with pytest.raises(WriterError) as info:
+        split_payload(10**12, 8192, 4096)  # 244 million files
+    assert info.value.rule == "too_many_parts"
 
 
 def test_part_names_generated():

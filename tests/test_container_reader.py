@@ -6,6 +6,7 @@ Each case checks the error type, its ``rule`` and where it points, and that ``va
 
 from __future__ import annotations
 
+import os
 import struct
 
 import numpy as np
@@ -264,8 +265,21 @@ def test_missing_entry_is_a_read_error(tmp_path):
     with pytest.raises(ReadError) as info:
         open_artifact(tmp_path / "none.ninfer")
     assert info.value.rule == "entry_missing"
-    with pytest.raises(ReadError):
+    with pytest.raises(ReadError) as info:
         open_artifact(tmp_path)  # a directory is not an entry file
+    assert info.value.rule == "entry_unreadable"
+
+
+def test_file_truncated_after_open_is_a_read_error(tmp_path):
+    path = write_single(tmp_path)
+    with open_artifact(path) as art:
+        os.truncate(path, os.path.getsize(path) - 100)
+        with pytest.raises(ReadError) as info:
+            art.read_range(0, 64)  # would be mapped: checked first instead of a SIGBUS
+        assert info.value.rule == "short_read"
+        with pytest.raises(ReadError) as info:
+            art.readinto(200, bytearray(100))  # pread: EOF inside the declared range
+        assert info.value.rule == "short_read"
 
 
 @pytest.mark.parametrize("where", ["root", "object", "config", "metadata"])

@@ -93,6 +93,7 @@ def test_round_trip_values(tmp_path):
         assert art.resource("r.tok") == TOKENIZER
         assert art.metadata["name"] == "t" and art.provenance == {"by": "test"}
         assert art.uses[0].auxiliaries["input_columns"].object == "w.perm"
+        assert art.bindings["text/first_rows"].object_ids == ("w.embed",)
         offsets = [o.offset for o in art.objects]
         assert offsets[0] == 0 and all(o.offset % 256 == 0 for o in art.objects if o.kind == "tensor")
         assert art.object("r.tok").offset == art.object("w.perm").end  # resources are 1-aligned

@@ -188,11 +188,13 @@ class FileSetWriter:
             for fd in self._temps.fds:
                 os.close(fd)
             self._temps.fds = []
-            order = list(range(1, len(self.finals))) + [0]  # parts first, the entry last
-            for i in order:
-                temp, final = self._temps.paths[i], self.finals[i]
-                publish_noreplace(temp, final)
-                self._temps.published.append(final)
+            for i in range(1, len(self.finals)):  # parts first …
+                publish_noreplace(self._temps.paths[i], self.finals[i])
+                self._temps.published.append(self.finals[i])
+            if self.durable and len(self.finals) > 1:
+                fsync_directory(self.entry.parent)  # … durably, before the entry can exist
+            publish_noreplace(self._temps.paths[0], self.entry)  # the entry last
+            self._temps.published.append(self.entry)
             if self.durable:
                 fsync_directory(self.entry.parent)
         except BaseException:

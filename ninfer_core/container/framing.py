@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ninfer_core.errors import FramingError, SchemaError, WriterError
+from ninfer_core.errors import FramingError, WriterError
 
 U64_MAX = (1 << 64) - 1
 
@@ -30,15 +30,6 @@ _HEADER = struct.Struct("<8sQ16s")
 def align_up(x: int, a: int) -> int:
     """``ceil_div(x, a) * a`` (§1)."""
     return -(-x // a) * a
-
-
-def check_u64(value: int, what: str, *, file: str | None = None, json_path: str | None = None) -> int:
-    """Raise a :class:`SchemaError` (rule ``u64_overflow``) when a derived size leaves U64 (§1)."""
-    if not 0 <= value <= U64_MAX:
-        raise SchemaError(
-            f"{what} = {value} is outside U64", file=file, json_path=json_path, section="§1", rule="u64_overflow"
-        )
-    return value
 
 
 def elements(shape: tuple[int, ...] | list[int]) -> int:

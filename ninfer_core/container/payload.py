@@ -148,6 +148,7 @@ class PayloadFiles:
         if len(segs) == 1:
             seg = segs[0]
             handle = self.opened(seg.file.index)
+            check_unchanged_length(handle.fd, seg.file)  # mapping past EOF would be a SIGBUS, not an error
             start = seg.file_offset // mmap.ALLOCATIONGRANULARITY * mmap.ALLOCATIONGRANULARITY
             skip = seg.file_offset - start
             try:
@@ -173,6 +174,15 @@ class PayloadFiles:
             handles, self._open = list(self._open.values()), {}
         for h in handles:
             os.close(h.fd)
+
+
+def check_unchanged_length(fd: int, entry: FileEntry) -> None:
+    """A file checked at open must still have its length when it is mapped (it may be truncated since)."""
+    size = os.fstat(fd).st_size
+    if size < entry.file_bytes:
+        raise ReadError(f"file is now {size} bytes, shorter than its {entry.file_bytes} bytes when opened",
+                        file=str(entry.location), json_path=f"$.files[{entry.index}]", section="§11.2",
+                        rule="short_read")
 
 
 def check_part_file(fd: int, entry: FileEntry, artifact_id: bytes) -> None:

@@ -211,10 +211,6 @@ class FileEntry:
         """The file's exact length: its payload start plus its payload."""
         return self.payload_start + self.payload_bytes
 
-    @property
-    def is_entry(self) -> bool:
-        return self.index == 0
-
     def to_json(self) -> dict:
         return {"path": self.path, "payload_bytes": self.payload_bytes}
 
