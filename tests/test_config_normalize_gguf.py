@@ -121,7 +121,7 @@ def test_qwen3_tied_and_defaults_llama_cpp_applies(tmp_path):
     assert ex.config["tie_word_embeddings"] is True
     assert ex.config["head_dim"] == H // 4 and ex.config["partial_rotary_factor"] == 1.0
     assert ex.config["rope_theta"] == 1_000_000.0
-    assert "derived (exact_quotient)" in ex.evidence["head_dim"]
+    assert "derived (floor_quotient)" in ex.evidence["head_dim"]
     assert ex.evidence["hidden_size"] == "gguf key qwen3.embedding_length"
 
 
