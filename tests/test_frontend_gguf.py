@@ -242,3 +242,13 @@ def test_any_ill_typed_tokenizer_metadata_is_a_frontend_error_not_a_crash(built)
                 rules.add(exc.rule)
     assert {"tokenizer_model_supported", "pre_tokenizer_known", "array_limit", "token_type_count",
             "merge_form", "token_id_range", "field_type"} <= rules
+
+
+def test_tinymodels_qwen3_gguf_rebuilds_its_tokenizer_json_exactly(tmp_path):
+    """Pre-tokenizer "qwen2" is the regex of the released files, so the whole tokenizer.json comes back."""
+    from tinymodels import qwen3
+
+    hf = qwen3.write_hf_dir(tmp_path / "hf")
+    with open_gguf(qwen3.write_gguf(tmp_path / "m.gguf")) as src:
+        res = frontend_resources(src)
+    assert json.loads(res.files["tokenizer.json"]) == json.loads((hf / "tokenizer.json").read_bytes())
