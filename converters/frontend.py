@@ -26,6 +26,9 @@ pre-tokenizer, ByteLevel post-processor and decoder, BPE model with ``vocab`` an
   ``tokenizers`` itself checks when it loads a BPE model);
 - every vocabulary token is spelled in the 256-character byte-level alphabet.
 
+A GGUF that embeds the original file (``tokenizer.huggingface.json``) gives that file verbatim instead
+(``origin: extracted``); the token metadata is still validated.
+
 The ``tokenizers`` package is not a dependency, so the JSON is written here by hand; the structure is
 what ``tokenizers`` serializes for these components. Reads are bounded: token and merge counts are checked
 from the GGUF header's array counts before the arrays are decoded, HF files by size before they are read.
@@ -108,7 +111,8 @@ def _load_frontend_rules(path: Path, size: int, mtime_ns: int) -> dict:
         raise MappingError(str(exc), file=f"{path}:{exc.line}", rule="yaml_syntax") from None
     data = loc.data
     required = ("schema", "tokenizer_model", "evidence", "limits", "token_types", "pre_tokenizers",
-                "special_tokens", "add_special_tokens", "generation", "chat_template", "tokenizer_config")
+                "special_tokens", "add_special_tokens", "generation", "embedded_tokenizer_json", "chat_template",
+                "tokenizer_config")
     if not isinstance(data, dict):
         raise MappingError("expected a mapping", file=loc.where(()), rule="mapping_type")
     for key in required:
@@ -390,8 +394,21 @@ def _gguf_resources(source, rules: dict) -> FrontendResources:
         files[role] = data
         prov[role] = {"origin": "rebuilt", "from": meta.file, "keys": keys, **extra, **_sha(data)}
 
-    put("tokenizer.json", _json_bytes(_tokenizer_json(vocab, added, merges, pre)), tokenizer_keys,
-        pre_tokenizer=pre_name)
+    embedded_key = rules["embedded_tokenizer_json"]["key"]
+    embedded = meta.get(embedded_key)
+    if embedded is None:
+        put("tokenizer.json", _json_bytes(_tokenizer_json(vocab, added, merges, pre)), tokenizer_keys,
+            pre_tokenizer=pre_name)
+    else:
+        data = embedded.encode("utf-8") if isinstance(embedded, str) else b""
+        if not data or len(data) > rules["limits"]["max_hf_file_bytes"]:
+            raise meta.error(f"{embedded_key} is not a string within the file limit", embedded_key, "resource_size")
+        try:
+            _json_object(data, Path(meta.file))
+        except FrontendError:
+            raise meta.error(f"{embedded_key} is not a JSON object", embedded_key, "resource_json") from None
+        files["tokenizer.json"] = data
+        prov["tokenizer.json"] = {"origin": "extracted", "from": meta.file, "field": embedded_key, **_sha(data)}
 
     meta.used = []
     tc: dict[str, object] = {}

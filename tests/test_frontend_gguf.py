@@ -252,3 +252,16 @@ def test_tinymodels_qwen3_gguf_rebuilds_its_tokenizer_json_exactly(tmp_path):
     with open_gguf(qwen3.write_gguf(tmp_path / "m.gguf")) as src:
         res = frontend_resources(src)
     assert json.loads(res.files["tokenizer.json"]) == json.loads((hf / "tokenizer.json").read_bytes())
+
+
+def test_embedded_hf_tokenizer_json_is_taken_verbatim(tmp_path):
+    tok, _ = hf_tokenizer(tmp_path / "hf")
+    original = (tmp_path / "hf" / "tokenizer.json").read_text()
+    path = write_gguf(tmp_path / "m.gguf", tmp_path / "hf", tok, edit=lambda w: w.add_string(
+        gguf.Keys.Tokenizer.HF_JSON, original))
+    with open_gguf(path) as src:
+        res = frontend_resources(src)
+    assert res.files["tokenizer.json"] == original.encode("utf-8")
+    assert res.provenance["tokenizer.json"]["origin"] == "extracted"
+    assert res.provenance["tokenizer.json"]["field"] == "tokenizer.huggingface.json"
+    assert res.provenance["tokenizer_config.json"]["origin"] == "rebuilt"
