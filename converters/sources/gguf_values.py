@@ -71,17 +71,17 @@ def read_string(reader, what: str, *, keep: bool, budget=None, tail: int = 0) ->
     reader.promise(reader.pos + n + tail)
     if n > reader.cap:
         raise _bad(f"string length {n} exceeds the header cap", reader, what, "header_cap")
-    if not keep:
-        reader.skip(n, what)
-        return None
-    if budget is not None:
+    if n > reader.f.size - reader.pos:
+        raise _bad(f"string of {n} bytes runs past the end of the file", reader, what, "truncated")
+    if keep and budget is not None:
         budget.charge(n, what)
-    raw = reader.take(n, what)
+    raw = reader.take(n, what)  # checked even when not kept: Source.metadata decodes it later
     try:
-        return raw.decode("utf-8")
+        value = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _bad(f"string is not valid UTF-8 ({exc.reason} at byte {exc.start})", reader, what,
                    "gguf_string_utf8") from None
+    return value if keep else None
 
 
 def _read_scalar(reader, vtype: int, what: str) -> Any:
@@ -116,6 +116,8 @@ def read_value(reader, vtype: int, what: str, *, budget, tail: int, depth: int =
     if count * min_elem > reader.cap:
         raise _bad(f"array of {count} {type_name(etype)} cannot fit in the header cap", reader, what,
                    "header_cap")
+    if count * min_elem > reader.f.size - reader.pos:
+        raise _bad(f"array of {count} {type_name(etype)} runs past the end of the file", reader, what, "truncated")
     reader.promise(reader.pos + count * min_elem + tail)
     preview = []
     n_prev = min(count, PREVIEW) if keep else 0
