@@ -14,6 +14,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -64,7 +65,7 @@ def _json_default(o: Any) -> Any:
 
 def report_error(exc: BaseException | str) -> None:
     """One readable line (plus the typed fields) on stderr."""
-    err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False, soft_wrap=True)
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
