@@ -24,6 +24,7 @@ Errors are :class:`~ninfer_core.errors.EncodingError` with a stable ``rule``; fi
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -43,14 +44,19 @@ ENCODE_BLOCK_ELEMENTS = 1 << 18  # encoders make several temporaries per element
 
 FORMATS: dict[str, type[Codec]] = {}
 
-_threads = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def _available_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+_threads = _available_cores()
 
 
 def set_threads(n: int | None) -> None:
     """Set how many threads the row-block drivers use (``None``: one per available core)."""
     global _threads
-    avail = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    _threads = max(1, avail if n is None else int(n))
+    _threads = max(1, _available_cores() if n is None else int(n))
 
 
 def get_threads() -> int:
@@ -133,12 +139,6 @@ class Geometry:
         last = self.planes[-1]
         return last.offset + last.size
 
-    def plane(self, name: str) -> Plane:
-        for p in self.planes:
-            if p.name == name:
-                return p
-        raise KeyError(name)
-
 
 def place_planes(specs: Sequence[PlaneSpec], n_rows: int) -> tuple[Plane, ...]:
     """Give each plane its offset: in order, each after the first 256-aligned (storage-layouts Notation)."""
@@ -161,6 +161,25 @@ def as_u8(data, what: str = "data") -> np.ndarray:
         return np.frombuffer(data, dtype=np.uint8)
     except TypeError as exc:
         raise fail(f"{what} is not a byte buffer ({type(data).__name__})", "not_a_buffer") from exc
+
+
+_local = threading.local()
+
+
+def scratch(name: str, shape: Sequence[int], dtype) -> np.ndarray:
+    """A reusable per-thread buffer ``name`` viewed as ``shape``/``dtype`` (contents undefined).
+
+    Kernels write their large temporaries here with ``out=``: a fresh array per row block costs a page
+    fault per 4 KiB in a worker thread, which measured 2–10× slower than the arithmetic itself. A
+    buffer lives as long as its thread (pool threads end with each call; the calling thread keeps one
+    block's worth per name)."""
+    dt = np.dtype(dtype)
+    n = element_count(shape) * dt.itemsize
+    pool = _local.__dict__.setdefault("pool", {})
+    buf = pool.get(name)
+    if buf is None or buf.size < n:
+        buf = pool[name] = np.empty(max(n, 1), dtype=np.uint8)
+    return buf[:n].view(dt).reshape(shape)
 
 
 def run_row_blocks(n_rows: int, block_rows: int, fn: Callable[[int, int], object]) -> list:

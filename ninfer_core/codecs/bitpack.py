@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .base import scratch
+
 _BYTE = np.arange(256, dtype=np.uint16)
 
 
@@ -27,31 +29,38 @@ def _unpack_table(w: int) -> np.ndarray:
 UNPACK_TABLES = {w: _unpack_table(w) for w in (1, 2, 4)}
 
 
-def unpack(packed: np.ndarray, w: int) -> np.ndarray:
-    """``(rows, nbytes)`` uint8 → ``(rows, nbytes * 8 // w)`` uint8 field values."""
+def unpack(packed: np.ndarray, w: int, out: np.ndarray | None = None) -> np.ndarray:
+    """``(rows, nbytes)`` uint8 → ``(rows, nbytes * 8 // w)`` uint8 field values (into ``out`` if given)."""
     if w == 8:
         return packed
-    return np.take(UNPACK_TABLES[w], packed, axis=0).reshape(packed.shape[0], -1)
+    rows = packed.shape[0]
+    if out is None:
+        return np.take(UNPACK_TABLES[w], packed, axis=0).reshape(rows, -1)
+    np.take(UNPACK_TABLES[w], packed, axis=0, out=out.reshape(*packed.shape, 8 // w), mode="clip")
+    return out
 
 
-def pack(fields: np.ndarray, w: int, out: np.ndarray | None = None) -> np.ndarray:
-    """``(rows, n)`` uint8 fields (only the low ``w`` bits are used) → ``(rows, n * w // 8)`` uint8.
+def pack(fields: np.ndarray, w: int, out: np.ndarray) -> np.ndarray:
+    """``(rows, n)`` uint8 fields (only the low ``w`` bits are used) → ``out``, ``(rows, n * w // 8)`` uint8.
 
     The fields of one byte are read as one little-endian word (2 or 4 bytes) and shifted into place, so
-    every step is a contiguous whole-array operation."""
+    every step is a contiguous whole-array operation (temporaries in per-thread scratch buffers)."""
     if w == 8:
-        res = fields
-    elif w == 4:
-        v = np.ascontiguousarray(fields).view("<u2")
-        res = ((v & 0x000F) | ((v >> 4) & 0x00F0)).astype(np.uint8)
-    elif w == 2:
-        v = np.ascontiguousarray(fields).view("<u4")
-        res = ((v & 0x03) | ((v >> 6) & 0x0C) | ((v >> 12) & 0x30) | ((v >> 18) & 0xC0)).astype(np.uint8)
-    else:
-        res = np.packbits(fields & np.uint8(1), axis=-1, bitorder="little")
-    if out is None:
-        return res
-    out[...] = res
+        out[...] = fields
+        return out
+    if w == 1:
+        out[...] = np.packbits(fields & np.uint8(1), axis=-1, bitorder="little")
+        return out
+    word = "<u2" if w == 4 else "<u4"
+    v = np.ascontiguousarray(fields).view(word)
+    acc = np.bitwise_and(v, (1 << w) - 1, out=scratch("pack_acc", v.shape, word))
+    part = scratch("pack_part", v.shape, word)
+    for i in range(1, 8 // w):
+        # field i sits at bit 8*i of the word and moves to bit w*i of the byte
+        np.right_shift(v, 8 * i - w * i, out=part)
+        np.bitwise_and(part, ((1 << w) - 1) << (w * i), out=part)
+        np.bitwise_or(acc, part, out=acc)
+    np.copyto(out, acc, casting="unsafe")
     return out
 
 

@@ -46,7 +46,8 @@ class FP8Row(Codec, fmt="fp8_e4m3fn_row_bf16"):
     @classmethod
     def decode_block(cls, geom: Geometry, views: dict[str, np.ndarray], r0: int, r1: int, out: np.ndarray) -> None:
         s = bf16_to_f32(views["scales"][r0:r1].view("<u2"))
-        np.multiply(np.take(E4M3_VALUES, views["codes"][r0:r1]), s, out=out)
+        np.take(E4M3_VALUES, views["codes"][r0:r1], mode="clip", out=out)
+        np.multiply(out, s, out=out)
 
     @classmethod
     def encode_block(cls, geom: Geometry, x: np.ndarray, views: dict[str, np.ndarray], r0: int, r1: int,

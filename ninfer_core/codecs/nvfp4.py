@@ -26,7 +26,7 @@ import numpy as np
 
 from ..findings import Finding
 from . import bitpack
-from .base import Codec, Geometry, PlaneSpec, Tally, fail, run_row_blocks
+from .base import Codec, Geometry, PlaneSpec, Tally, fail, run_row_blocks, scratch
 from .fp8_row import E4M3_MAX, E4M3_VALUES
 
 E2M1_VALUES = np.arange(16, dtype=np.uint8).view(ml_dtypes.float4_e2m1fn).astype(np.float32)
@@ -80,10 +80,11 @@ class NVFP4(Codec, fmt="nvfp4"):
 
     @classmethod
     def decode_block(cls, geom: Geometry, views: dict[str, np.ndarray], r0: int, r1: int, out: np.ndarray) -> None:
-        k = geom.extra["K"]
-        vals = np.take(E2M1_BYTE_VALUES, views["codes"][r0:r1], axis=0).reshape(r1 - r0, k // 16, 16)
+        k, rows = geom.extra["K"], r1 - r0
+        np.take(E2M1_BYTE_VALUES, views["codes"][r0:r1], axis=0, mode="clip", out=out.reshape(rows, k // 2, 2))
         scales = np.take(E4M3_VALUES, unswizzle(views["block_scales"][r0 // TILE_ROWS : r1 // TILE_ROWS], k))
-        prod = np.multiply(vals, scales[:, :, None], out=out.reshape(r1 - r0, k // 16, 16))
+        prod = out.reshape(rows, k // 16, 16)
+        np.multiply(prod, scales[:, :, None], out=prod)
         np.divide(prod, cls._row_divisors(geom, views["divisors"].view("<f4").ravel(), r0, r1), out=prod)
 
     @classmethod
@@ -111,14 +112,18 @@ class NVFP4(Codec, fmt="nvfp4"):
         k, rows = geom.extra["K"], r1 - r0
         if r0 == 0:
             views["divisors"][...] = ctx.astype("<f4").view(np.uint8).reshape(-1, 4)
-        y = np.asarray(x[r0:r1], dtype=np.float32).reshape(rows, k // 16, 16) * cls._row_divisors(geom, ctx, r0, r1)
+        y = scratch("scaled", (rows, k // 16, 16), np.float32)
+        np.copyto(y.reshape(rows, k), x[r0:r1], casting="unsafe")
+        np.multiply(y, cls._row_divisors(geom, ctx, r0, r1), out=y)
         s = np.minimum(np.abs(y).max(axis=-1) / E2M1_MAX, E4M3_MAX).astype(ml_dtypes.float8_e4m3fn)
-        s32 = s.astype(np.float32)[:, :, None]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            q = np.where(s32 > 0, y / s32, np.float32(0))
-        np.clip(q, -E2M1_MAX, E2M1_MAX, out=q)
-        codes = q.astype(ml_dtypes.float4_e2m1fn).view(np.uint8).reshape(rows, k)
-        bitpack.pack(codes, 4, out=views["codes"][r0:r1])
+        s32 = s.astype(np.float32)
+        with np.errstate(divide="ignore"):
+            inv = np.where(s32 > 0, np.float32(1.0) / s32, np.float32(0.0)).astype(np.float32)
+        np.multiply(y, inv[:, :, None], out=y)  # exact for a power-of-two scale, else within an ulp
+        np.clip(y, -E2M1_MAX, E2M1_MAX, out=y)
+        codes = scratch("e2m1", (rows, k), ml_dtypes.float4_e2m1fn)
+        np.copyto(codes, y.reshape(rows, k), casting="unsafe")
+        bitpack.pack(codes.view(np.uint8), 4, out=views["codes"][r0:r1])
         views["block_scales"][r0 // TILE_ROWS : r1 // TILE_ROWS] = swizzle(s.view(np.uint8), k)
 
     @classmethod

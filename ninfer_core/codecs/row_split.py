@@ -24,7 +24,7 @@ from typing import ClassVar
 import numpy as np
 
 from . import bitpack, scale_search
-from .base import ENCODERS, Codec, Geometry, PlaneSpec, Tally, align_up, fail
+from .base import ENCODERS, Codec, Geometry, PlaneSpec, Tally, align_up, fail, scratch
 
 ROW_ALIGN = 128
 
@@ -88,10 +88,15 @@ class RowSplitCodec(Codec):
     # --- kernels ------------------------------------------------------------------------------------
     @classmethod
     def _patterns(cls, views: dict[str, np.ndarray], r0: int, r1: int) -> np.ndarray:
-        """``(rows, Kp)`` uint8 code patterns of rows ``[r0, r1)``."""
-        p = bitpack.unpack(views["low"][r0:r1], cls.low_bits)
+        """``(rows, Kp)`` uint8 code patterns of rows ``[r0, r1)`` (a per-thread scratch buffer)."""
+        low = views["low"][r0:r1]
+        p = bitpack.unpack(low, cls.low_bits, out=scratch("patterns", (r1 - r0, low.shape[1] * 8 // cls.low_bits),
+                                                            np.uint8))
         if cls.high_bits:
-            p = p | (bitpack.unpack(views["high"][r0:r1], cls.high_bits) << np.uint8(cls.low_bits))
+            high = views["high"][r0:r1]
+            h = bitpack.unpack(high, cls.high_bits, out=scratch("high_bits", p.shape, np.uint8))
+            np.left_shift(h, cls.low_bits, out=h)
+            np.bitwise_or(p, h, out=p)
         return p
 
     @classmethod
@@ -102,26 +107,30 @@ class RowSplitCodec(Codec):
         if cls.low_bits == 8:
             vals = low.view(np.int8)
         elif cls.byte_values is not None:
-            vals = np.take(cls.byte_values, low, axis=0)
+            vals = np.take(cls.byte_values, low, axis=0, mode="clip",
+                           out=scratch("values", (*low.shape, 8 // cls.low_bits), np.float32))
         else:
-            vals = np.take(cls.pattern_values, cls._patterns(views, r0, r1))
+            vals = np.take(cls.pattern_values, cls._patterns(views, r0, r1), mode="clip",
+                           out=scratch("values", (rows, kp), np.float32))
         vals = vals.reshape(rows, g, cls.group)
         s = views["scale"][r0:r1].view("<f2").astype(np.float32)[:, :, None]
         if k == kp:
             np.multiply(vals, s, out=out.reshape(rows, g, cls.group))
         else:
-            out[...] = np.multiply(vals, s, dtype=np.float32).reshape(rows, kp)[:, :k]
+            full = np.multiply(vals, s, out=scratch("product", (rows, g, cls.group), np.float32))
+            out[...] = full.reshape(rows, kp)[:, :k]
 
     @classmethod
     def encode_block(cls, geom: Geometry, x: np.ndarray, views: dict[str, np.ndarray], r0: int, r1: int,
                      encoder: str, ctx: object) -> None:
         k, kp, g = geom.extra["K"], geom.extra["Kp"], geom.extra["groups"]
         rows = r1 - r0
-        if k == kp:
-            xb = np.asarray(x[r0:r1], dtype=np.float32)
+        if k == kp and x.dtype == np.float32:
+            xb = np.ascontiguousarray(x[r0:r1])
         else:
-            xb = np.zeros((rows, kp), dtype=np.float32)
-            xb[:, :k] = x[r0:r1]
+            xb = scratch("input", (rows, kp), np.float32)
+            np.copyto(xb[:, :k], x[r0:r1], casting="unsafe")
+            xb[:, k:] = 0
         x3 = xb.reshape(rows, g, cls.group)
         signed = cls.offset_codes
         m, hi, lo = scale_search.extremes(x3, signed)
@@ -134,10 +143,13 @@ class RowSplitCodec(Codec):
             s16, v = scale_search.absmax(x3, m, cls.vmin, cls.vmax, signed)
         if cls.offset_codes:
             v += 1
-        p = v.astype(np.int8).view(np.uint8).reshape(rows, kp)
+        p = scratch("patterns", (rows, kp), np.int8)
+        np.copyto(p, v.reshape(rows, kp), casting="unsafe")
+        p = p.view(np.uint8)
         bitpack.pack(p, cls.low_bits, out=views["low"][r0:r1])
         if cls.high_bits:
-            bitpack.pack(p >> np.uint8(cls.low_bits), cls.high_bits, out=views["high"][r0:r1])
+            h = np.right_shift(p, cls.low_bits, out=scratch("high_bits", p.shape, np.uint8))
+            bitpack.pack(h, cls.high_bits, out=views["high"][r0:r1])
         views["scale"][r0:r1] = s16.view(np.uint8).reshape(rows, -1)
 
     @classmethod

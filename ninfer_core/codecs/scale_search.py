@@ -2,8 +2,9 @@
 
 Both work on a ``(rows, groups, G)`` float32 view and return ``(s, v)``: the multipliers as float16
 ``(rows, groups)`` and the code values as float32 integers in ``[vmin, vmax]`` (the caller turns values into
-bit patterns). Codes are always computed from the FP16-rounded multiplier, so the decoded error is the
-error actually stored.
+bit patterns; ``v`` lives in a per-thread scratch buffer). Codes are always computed from the FP16-rounded
+multiplier, so the decoded error is the error actually stored. Multipliers saturate at the largest finite
+FP16 (65504): magnitudes beyond ``vmax * 65504`` are clipped, never turned into an infinite multiplier.
 
 - ``absmax``: the multiplier maps the group's largest-magnitude element onto the extreme code on its side:
   ``s = amax / vmax`` (symmetric formats, ``s >= 0``), or, for q2 whose codes are ``-1..2``, the signed
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .base import scratch
+
 FP16_MAX = np.float32(65504.0)
 
 
@@ -28,21 +31,25 @@ def to_fp16(s: np.ndarray) -> np.ndarray:
     return (np.clip(s, -FP16_MAX, FP16_MAX) + np.float32(0.0)).astype(np.float16)
 
 
-def codes_for(x: np.ndarray, s: np.ndarray, vmin: int, vmax: int) -> np.ndarray:
-    """``clip(rint(x / s), vmin, vmax)`` per group (``s`` float32 ``(rows, groups)``; 0 where ``s == 0``)."""
+def _inverse(s: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore"):
-        inv = np.where(s != 0, np.float32(1.0) / s, np.float32(0.0)).astype(np.float32)
-    v = np.multiply(x, inv[..., None])
-    np.rint(v, out=v)
-    np.clip(v, vmin, vmax, out=v)
-    return v
+        return np.where(s != 0, np.float32(1.0) / s, np.float32(0.0)).astype(np.float32)
+
+
+def codes_for(x: np.ndarray, s: np.ndarray, vmin: int, vmax: int, out: np.ndarray) -> np.ndarray:
+    """``clip(rint(x / s), vmin, vmax)`` per group into ``out`` (``s`` float32 ``(rows, groups)``; codes
+    are 0 where ``s == 0``)."""
+    np.multiply(x, _inverse(s)[..., None], out=out)
+    np.rint(out, out=out)
+    return np.clip(out, vmin, vmax, out=out)
 
 
 def group_amax(x: np.ndarray) -> np.ndarray:
     """Largest magnitude per group of a float32 ``(rows, groups, G)`` array. Reduces the sign-cleared bit
     patterns as int32 (same order as the magnitudes, NaN above infinity), which numpy does about twice
     as fast as a float max."""
-    return (x.view(np.int32) & np.int32(0x7FFFFFFF)).max(axis=-1).view(np.float32)
+    bits = np.bitwise_and(x.view(np.int32), np.int32(0x7FFFFFFF), out=scratch("amax", x.shape, np.int32))
+    return bits.max(axis=-1).view(np.float32)
 
 
 def extremes(x: np.ndarray, signed: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
@@ -54,31 +61,32 @@ def extremes(x: np.ndarray, signed: bool) -> tuple[np.ndarray, np.ndarray | None
     return np.where(hi >= -lo, hi, lo), hi, lo
 
 
-def absmax(x: np.ndarray, m: np.ndarray, vmin: int, vmax: int, signed: bool) -> tuple[np.ndarray, np.ndarray]:
-    s16 = to_fp16(m / np.float32(vmax))
-    s32 = s16.astype(np.float32)
-    if signed or not _codes_stay_in_range(s16):
-        return s16, codes_for(x, s32, vmin, vmax)
-    # |x / s| <= vmax * (1 + 2**-11) for a normal, unclipped FP16 s: rint cannot leave [-vmax, vmax]
-    with np.errstate(divide="ignore"):
-        inv = np.where(s32 != 0, np.float32(1.0) / s32, np.float32(0.0)).astype(np.float32)
-    v = np.multiply(x, inv[..., None])
-    return s16, np.rint(v, out=v)
-
-
 def _codes_stay_in_range(s16: np.ndarray) -> bool:
     mag = s16.view(np.uint16) & 0x7FFF
     return bool(((mag == 0) | ((mag >= 0x0400) & (mag < 0x7BFF))).all())
 
 
+def absmax(x: np.ndarray, m: np.ndarray, vmin: int, vmax: int, signed: bool) -> tuple[np.ndarray, np.ndarray]:
+    s16 = to_fp16(m / np.float32(vmax))
+    v = scratch("codes", x.shape, np.float32)
+    if signed or not _codes_stay_in_range(s16):
+        return s16, codes_for(x, s16.astype(np.float32), vmin, vmax, v)
+    # |x / s| <= vmax * (1 + 2**-11) for a normal, unclipped FP16 s: rint cannot leave [-vmax, vmax]
+    np.multiply(x, _inverse(s16.astype(np.float32))[..., None], out=v)
+    return s16, np.rint(v, out=v)
+
+
 def _sse(x: np.ndarray, v: np.ndarray, s: np.ndarray) -> np.ndarray:
-    d = x - v * s[..., None]
+    d = np.multiply(v, s[..., None], out=scratch("residual", x.shape, np.float32))
+    np.subtract(x, d, out=d)
     return np.einsum("rgk,rgk->rg", d, d)
 
 
 def mse(x: np.ndarray, m: np.ndarray, hi: np.ndarray | None, lo: np.ndarray | None, vmin: int, vmax: int,
         signed: bool, factors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    best_s, best_v = absmax(x, m, vmin, vmax, signed)
+    best_s, v = absmax(x, m, vmin, vmax, signed)
+    best_v = scratch("best_codes", x.shape, np.float32)
+    np.copyto(best_v, v)
     best_e = _sse(x, best_v, best_s.astype(np.float32))
     if signed:
         bases = [np.maximum(hi, 0) / np.float32(vmax), np.minimum(lo, 0) / np.float32(vmax)]
@@ -86,7 +94,7 @@ def mse(x: np.ndarray, m: np.ndarray, hi: np.ndarray | None, lo: np.ndarray | No
         bases = [m / np.float32(vmax)]
     for base in bases:
         for f in factors:
-            v = codes_for(x, to_fp16(base * np.float32(f)).astype(np.float32), vmin, vmax)
+            codes_for(x, to_fp16(base * np.float32(f)).astype(np.float32), vmin, vmax, v)
             num = np.einsum("rgk,rgk->rg", x, v)
             den = np.einsum("rgk,rgk->rg", v, v)
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -95,10 +103,10 @@ def mse(x: np.ndarray, m: np.ndarray, hi: np.ndarray | None, lo: np.ndarray | No
                 np.maximum(refit, 0, out=refit)
             s16 = to_fp16(refit)
             s32 = s16.astype(np.float32)
-            v = codes_for(x, s32, vmin, vmax)
+            codes_for(x, s32, vmin, vmax, v)
             e = _sse(x, v, s32)
             better = e < best_e
             best_e = np.where(better, e, best_e)
             best_s = np.where(better, s16, best_s)
-            best_v = np.where(better[..., None], v, best_v)
+            np.copyto(best_v, v, where=better[..., None])
     return best_s, best_v

@@ -1,0 +1,92 @@
+"""Codec benchmarks (issue 3), measured side by side with gguf-py in the same run.
+
+- bf16 → q4_g64_fp16 ``absmax`` encode vs ``gguf.quants.quantize(x, Q4_0)`` on the same matrix (≥ 3×);
+- decode q4_g64_fp16 / q8_g32_fp16 vs ``gguf.quants.dequantize`` of Q4_0 / Q8_0 (≥ 2×);
+- Q8_0 → q8_g32_fp16 exact transcode throughput on one thread (≥ 1 GB/s of source bytes);
+- decoded RMS error of ``mse`` vs ``absmax`` on Gaussian and heavy-tailed (Student-t, 3 dof) data.
+
+The matrix is ``n × n`` with ``n = 4096 · scale`` (rounded to 256, at least 512). Times are the best of a
+few repetitions after one warm-up call.
+"""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+import time
+
+import gguf.quants
+import ml_dtypes
+import numpy as np
+from gguf.constants import GGMLQuantizationType as QT
+
+from ninfer_core import codecs
+
+log = logging.getLogger(__name__)
+RS = "row_split_k128_v1"
+
+
+def _best(fn, repeats: int = 3) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _ratio(name: str, ours: float, peer: float, peer_name: str, target: float, detail: dict) -> dict:
+    ratio = peer / ours
+    return {"name": name, "value": round(ratio, 2), "unit": "x", "target": f">= {target}x", "met": ratio >= target,
+            "detail": {"ours_s": round(ours, 4), f"{peer_name}_s": round(peer, 4), **detail}}
+
+
+def run(workdir: pathlib.Path, scale: float = 1.0) -> list[dict]:
+    n = max(512, int(4096 * scale) // 256 * 256)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, n)).astype(np.float32).astype(ml_dtypes.bfloat16)
+    shape = [n, n]
+    info = {"shape": shape, "threads": codecs.get_threads()}
+    results = []
+
+    ours = _best(lambda: codecs.encode("q4_g64_fp16", RS, x))
+    peer = _best(lambda: gguf.quants.quantize(x, QT.Q4_0), 1)
+    results.append(_ratio("encode bf16 -> q4_g64_fp16 absmax vs gguf-py Q4_0", ours, peer, "gguf_py", 3, info))
+
+    for fmt, qt in (("q4_g64_fp16", QT.Q4_0), ("q8_g32_fp16", QT.Q8_0)):
+        data = codecs.encode(fmt, RS, x)
+        raw = gguf.quants.quantize(x, qt)
+        ours = _best(lambda f=fmt, d=data: codecs.decode(f, RS, shape, d))
+        peer = _best(lambda r=raw, q=qt: gguf.quants.dequantize(r, q), 1)
+        results.append(_ratio(f"decode {fmt} vs gguf-py {qt.name}", ours, peer, "gguf_py", 2, info))
+
+    raw = gguf.quants.quantize(x, QT.Q8_0)
+    threads = codecs.get_threads()
+    try:
+        codecs.set_threads(1)
+        one = _best(lambda: codecs.transcode_ggml("Q8_0", raw, shape, "q8_g32_fp16"))
+    finally:
+        codecs.set_threads(threads)
+    many = _best(lambda: codecs.transcode_ggml("Q8_0", raw, shape, "q8_g32_fp16"))
+    gbps = raw.nbytes / one / 1e9
+    results.append({"name": "transcode Q8_0 -> q8_g32_fp16, one thread", "value": round(gbps, 2), "unit": "GB/s",
+                    "target": ">= 1 GB/s", "met": gbps >= 1.0,
+                    "detail": {"source_bytes": raw.nbytes, "one_thread_s": round(one, 4),
+                               f"{threads}_threads_GBps": round(raw.nbytes / many / 1e9, 2), "shape": shape}})
+
+    m = max(64, n // 16)
+    for dist, sample in (("gaussian", rng.standard_normal((m, 4096))), ("student-t3", rng.standard_t(3, (m, 4096)))):
+        data = (sample * 0.02).astype(np.float32)
+        for fmt in ("q4_g64_fp16", "q2_g64_fp16", "t2_g128_fp16"):
+            rms = {}
+            for enc in codecs.ENCODERS:
+                y = codecs.decode(fmt, RS, data.shape, codecs.encode(fmt, RS, data, encoder=enc))
+                rms[enc] = float(np.sqrt(np.mean((data.astype(np.float64) - y) ** 2)))
+            rel = rms["mse"] / rms["absmax"]
+            results.append({"name": f"{fmt} mse / absmax RMS error, {dist}", "value": round(rel, 4), "unit": "ratio",
+                            "target": "< 1", "met": rel < 1,
+                            "detail": {"rms_absmax": rms["absmax"], "rms_mse": rms["mse"], "shape": list(data.shape)}})
+    for r in results:
+        log.info("%s: %s %s (target %s)", r["name"], r["value"], r["unit"], r["target"])
+    return results
