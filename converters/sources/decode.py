@@ -42,6 +42,8 @@ def _bf16_to_f32(raw: np.ndarray, order: str) -> np.ndarray:
 def decode_tensor(t, raw: np.ndarray, *, big_endian: bool = False) -> np.ndarray:
     """``raw`` (the tensor's bytes) → float32 array of shape ``t.shape``."""
     shape = t.shape
+    if t.elements == 0:
+        return np.zeros(shape, dtype=np.float32)
     if t.type_id is None:
         return _decode_safetensors(t, raw).reshape(shape)
     name = t.read_type
@@ -62,8 +64,6 @@ def decode_tensor(t, raw: np.ndarray, *, big_endian: bool = False) -> np.ndarray
     qtype = GGMLQuantizationType.__members__.get(name)
     if qtype is None or qtype not in gguf.quants._type_traits:
         raise _no_decoder(t, "gguf-py has no dequantizer for it")
-    if t.elements == 0:
-        return np.zeros(shape, dtype=np.float32)
     return gguf.quants.dequantize(raw.reshape(rows, -1), qtype).astype(np.float32, copy=False).reshape(shape)
 
 
