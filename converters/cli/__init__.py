@@ -18,6 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "version",
     "repack",
     "inspect",
+    "validate",
 )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from converters.report.model import Report
@@ -46,14 +47,14 @@ def render(report: Report, console: Console, *, sanitized: bool = False) -> None
         gates.add_column(col, overflow="fold")
     for g in doc["gates"]:
         style = _STATUS_STYLE[g["status"]]
-        counts = ", ".join(f"{n} {sev}" for sev, n in g["findings"].items()) or "-"
+        counts = "\n".join(f"{n} {sev}" for sev, n in g["findings"].items()) or "-"
         gates.add_row(g["name"], g["title"], f"[{style}]{g['status']}[/]", str(len(g["checks"])), counts)
     console.print(gates)
 
     if doc["findings"]:
-        ft = Table(title=f"Findings ({len(doc['findings'])})")
-        for col in ("severity", "code", "gate", "where", "evidence"):
-            ft.add_column(col, overflow="fold")
+        ft = Table(title=f"Findings ({len(doc['findings'])})", show_lines=True)
+        ft.add_column("code / severity · gate", no_wrap=True)
+        ft.add_column("where / evidence", overflow="fold", ratio=1)
         for f in doc["findings"]:
             sev = f["severity"]
             style = _SEVERITY_STYLE.get(sev, "yellow")
@@ -62,7 +63,8 @@ def render(report: Report, console: Console, *, sanitized: bool = False) -> None
                 where += f":{f['line']}"
             if "path" in f:
                 where += f" {f['path']}" if where else f["path"]
-            ft.add_row(f"[{style}]{sev}[/]", f["code"], f["gate"], where, f["evidence"])
+            ft.add_row(f"[{style}]{f['code']}[/]\n[dim]{sev} · {f['gate']}[/]",
+                       f"[dim]{escape(where)}[/]\n{escape(f['evidence'])}" if where else escape(f["evidence"]))
         console.print(ft)
 
 
