@@ -157,7 +157,7 @@ def a_log_from_ssm_a(x: np.ndarray) -> np.ndarray:
     bad = ~(x < 0)
     if bad.any():
         i = int(np.flatnonzero(bad.reshape(-1))[0])
-        raise TransformError(f"a_log_from_ssm_a: ssm_a[{i}] = {x.reshape(-1)[i]!r} is not negative")
+        raise TransformError(f"a_log_from_ssm_a: ssm_a[{i}] = {float(x.reshape(-1)[i])!r} is not negative")
     return np.log(-x)
 
 

@@ -180,7 +180,8 @@ def _fill(template: str, values: TMapping[str, object]) -> str:
 
 def _check_layer_probes(m: Mapping, kind: str, tensors, prefixes, layer_kinds) -> None:
     for layer, layer_kind in enumerate(layer_kinds):
-        for k, spec in m.kinds.items():
+        # the config's own kind first: "its probe is missing" is the clearer message
+        for k, spec in sorted(m.kinds.items(), key=lambda kv: kv[0] != layer_kind):
             probe = spec.probes.get(kind)
             if probe is None:
                 continue

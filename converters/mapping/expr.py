@@ -58,9 +58,8 @@ def _check(node: ast.AST, text: str) -> None:
         _check(node.left, text)
         _check(node.right, text)
     else:
-        raise ExprError(
-            f"expression {text!r}: {type(node).__name__} is not allowed (only integers, names, + - * //)"
-        )
+        what = type(node.op).__name__ if isinstance(node, ast.BinOp | ast.UnaryOp) else type(node).__name__
+        raise ExprError(f"expression {text!r}: {what} is not allowed (only integers, names, + - * //)")
 
 
 def names(text: str | int) -> set[str]:

@@ -472,6 +472,14 @@ class _Loader:
                     raise self.fail(("parameters", group, r.name),
                                     f"{r.name} uses {{l}} but group {group} is not a layer kind's group",
                                     rule="placeholder")
+                if group not in per_layer:
+                    for sk, src in r.sources.items():
+                        if "{l}" in src.tensor:
+                            raise self.fail(("parameters", group, r.name, sk), f"unknown placeholder {{l}} in "
+                                            f"{src.tensor}: group {group} is global", rule="placeholder")
+                    if r.input and "{l}" in r.input:
+                        raise self.fail(("parameters", group, r.name, "input"), f"unknown placeholder {{l}} in "
+                                        f"{r.input}: group {group} is global", rule="placeholder")
 
     def load_others(self, value, names: set[str]) -> tuple[OtherComponent, ...]:
         if not isinstance(value, list):
