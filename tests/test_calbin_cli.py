@@ -76,7 +76,7 @@ def test_internal_json_keeps_addresses_sanitized_drops_them(capsys, clean):
 
 def test_missing_path_is_a_one_line_error(capsys, tmp_path):
     code, out, err = _run(capsys, tmp_path / "nope")
-    assert code == 1 and out == "" and "path does not exist" in err
+    assert code == 1 and out == "" and "No such file or directory" in err
 
 
 def test_non_calbin_goes_to_the_ninfer_validator(capsys, tmp_path, monkeypatch):

@@ -156,3 +156,11 @@ def test_docs_list_every_code_with_its_severity_and_gate():
     assert {c: (s, g, m) for c, s, g, m in rows} == {spec.code: (spec.severity, spec.gate, spec.summary)
                                                    for spec in CODES}
     assert len(rows) == len(CODES)
+
+
+def test_package_reached_through_a_symlink(clean, tmp_path):
+    link = tmp_path / "link-to-package"
+    link.symlink_to(clean.root)
+    assert is_calbin_package(link)
+    report = validate_calbin(link)
+    assert report.verdict == "pass"

@@ -22,8 +22,11 @@ from dataclasses import dataclass, field
 from converters.calbin.context import Ctx
 
 _COMMENT_RE = re.compile(r"#\s*([A-Za-z_][\w\-]*)\s*")
-_TOKEN_RE = re.compile(r"([A-Za-z_]\w*)=(0[xX][0-9a-fA-F]{1,16}|\d{1,20})")
-_ADDRESS_FIELDS = frozenset({"srcAddr", "dstAddr"})
+_VALUE = r"(?:0[xX][0-9a-fA-F]{1,16}|\d{1,20})"
+_TOKEN_RE = re.compile(rf"([A-Za-z_]\w*)=({_VALUE})")
+_LINE_RE = re.compile(rf"[A-Za-z_]\w*={_VALUE}(?:[\s,]+[A-Za-z_]\w*={_VALUE})*")
+_ADDRESS_TOKEN_RE = re.compile(rf"(?:srcAddr|dstAddr)={_VALUE}")
+_INT_FIELDS = ("cmdId", "chipMask0", "chipMask1", "chipMask2", "dataSize", "srcAddr", "dstAddr")
 MAX_LINE_BYTES = 64 << 10
 
 
@@ -97,24 +100,20 @@ def _scan(ctx: Ctx, out: CommandText, fh, digest, ids: set[int]) -> str | None:
             pending_type = None
             continue
         _account(ctx, out, pending_type, fields, number, ids)
-        digest.update(pending_type.encode())
-        for k, v in fields.items():
-            if k not in _ADDRESS_FIELDS:
-                digest.update(f" {k}={v}".encode())
-        digest.update(b"\n")
+        digest.update(f"{pending_type} {_ADDRESS_TOKEN_RE.sub('', text)}\n".encode())
         pending_type = None
     return pending_type
 
 
 def _fields(text: str) -> dict[str, int] | None:
-    tokens = text.replace(",", " ").split()
-    fields: dict[str, int] = {}
-    for tok in tokens:
-        m = _TOKEN_RE.fullmatch(tok)
-        if not m or m[1] in fields:
-            return None
-        fields[m[1]] = int(m[2], 16) if m[2][:2] in ("0x", "0X") else int(m[2])
-    return fields
+    """``key=value`` tokens (whitespace/comma separated, no key twice), with the summary's fields as ints."""
+    if not _LINE_RE.fullmatch(text):
+        return None
+    pairs = _TOKEN_RE.findall(text)
+    raw = dict(pairs)
+    if len(raw) != len(pairs):
+        return None
+    return {k: int(raw[k], 16) if raw[k][:2] in ("0x", "0X") else int(raw[k]) for k in _INT_FIELDS if k in raw}
 
 
 def _account(ctx: Ctx, out: CommandText, ctype: str, fields: dict[str, int], number: int, ids: set[int]) -> None:

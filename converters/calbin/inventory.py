@@ -49,7 +49,7 @@ def scan(ctx: Ctx) -> bool:
     """Walk the package, fill ``ctx.files`` and ``ctx.submodels``; False if the root is unusable."""
     ctx.check("A", "directory_readable")
     try:
-        st = ctx.root.lstat()
+        st = ctx.root.stat()  # the root itself may be a symlink to the package
     except OSError as exc:
         ctx.emit("FS_UNREADABLE", f"package path cannot be read: {exc.strerror or exc}")
         return False

@@ -41,9 +41,12 @@ _CMD_TEXT_RE = re.compile(r"(cpu|pld)_chip(\d+)_(ping|pong)\.txt")
 def is_calbin_package(path: str | Path) -> bool:
     """A directory holding ``model_memory_reserved_info.txt`` and a root ``<model>.yaml`` (not hparam.yaml)."""
     p = Path(path)
-    if not p.is_dir() or not (p / inventory.RUNTIME_META).is_file():
+    try:
+        if not p.is_dir() or not (p / inventory.RUNTIME_META).is_file():
+            return False
+        return any(f.suffix in (".yaml", ".yml") and f.name != "hparam.yaml" and f.is_file() for f in p.iterdir())
+    except OSError:  # unreadable: not recognisably a calbin package
         return False
-    return any(f.suffix in (".yaml", ".yml") and f.name != "hparam.yaml" and f.is_file() for f in p.iterdir())
 
 
 def validate_calbin(path: str | Path, *, context: int | None = None, batch: int | None = None,

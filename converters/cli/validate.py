@@ -36,8 +36,11 @@ def validate_path(path: Path, *, context: int | None = None, batch: int | None =
     """Detect the package kind and run its validator; returns a :class:`converters.report.Report`."""
     from converters.calbin import is_calbin_package, validate_calbin
 
-    if not path.exists() and not path.is_symlink():
-        raise ConverterError("path does not exist", file=str(path), rule="validate_target")
+    try:
+        path.lstat()
+    except OSError as exc:
+        raise ConverterError(f"path cannot be used: {exc.strerror or exc}", file=str(path),
+                             rule="validate_target") from None
     if is_calbin_package(path):
         return validate_calbin(path, context=context, batch=batch, fast=fast)
     if fast:
