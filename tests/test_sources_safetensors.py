@@ -119,6 +119,9 @@ def test_unknown_dtype_kept_with_unknown_storage_validation(tmp_path):
 
 
 def test_unknown_fields_ignored_empty_metadata_scalars_empty_and_huge_dims(tmp_path):
+    (tmp_path / "n.st").write_bytes(raw_safetensors({"__metadata__": None}))
+    with open_safetensors(tmp_path / "n.st") as s:
+        assert s.metadata == {} and s.tensors == {}
     hdr = {"__metadata__": {},
            "s": {"dtype": "F32", "shape": [], "data_offsets": [0, 4], "extra": {"nested": [1, 2]}},
            "e": {"dtype": "F16", "shape": [0, 2**60], "data_offsets": [4, 4]},

@@ -122,6 +122,8 @@ def parse_safetensors(f: OpenFile, *, budget: RetainedBudget | None = None) -> S
 
 
 def _metadata(f, entry: Any) -> dict[str, str]:
+    if entry is None:  # the upstream reader's Option: null is an omitted __metadata__
+        return {}
     if not isinstance(entry, dict):
         raise _reject(f, METADATA_KEY, "must be an object of strings", "st_metadata_type")
     for k, v in entry.items():
