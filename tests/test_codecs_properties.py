@@ -27,7 +27,7 @@ INT_FORMATS = {  # format: (group, vmin, vmax, signed multiplier)
     "q8_g32_fp16": (32, -127, 127, False),
     "t2_g128_fp16": (128, -1, 1, False),
 }
-PROFILE = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROFILE = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def sample(seed: int, shape, scale: float, tails: bool) -> np.ndarray:

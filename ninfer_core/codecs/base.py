@@ -206,7 +206,8 @@ class Tally:
             return
         self.counts[rule] = self.counts.get(rule, 0) + n
         if rule not in self.first:
-            self.first[rule] = locate(tuple(int(i) for i in np.argwhere(mask)[0]))
+            first = np.unravel_index(int(np.argmax(mask)), mask.shape)  # argmax: first True, no index array
+            self.first[rule] = locate(tuple(int(i) for i in first))
 
     def merge(self, other: Tally) -> None:
         for rule, n in other.counts.items():

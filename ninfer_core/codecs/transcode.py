@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import bitpack, ggml_blocks
-from .base import FORMATS, Geometry, run_row_blocks
+from .base import FORMATS, Geometry, run_row_blocks, scratch
 from .base import fail as _fail
 from .ggml_types import GGUF_PY_TYPES
 
@@ -35,7 +35,8 @@ FP16_SIGN = 0x8000
 
 def _block_error(where: str | None, block: int, nb: int, bsize: int, what: str, rule: str):
     row, b = divmod(block, nb)
-    return _fail(f"tensor {where!r}: block {block} (row {row}, elements {b * bsize}..{(b + 1) * bsize - 1}) {what}",
+    tensor = f"tensor {where!r}: " if where else ""
+    return _fail(f"{tensor}block {block} (row {row}, elements {b * bsize}..{(b + 1) * bsize - 1}) {what}",
                  rule, SECTION, where=where)
 
 
@@ -56,7 +57,7 @@ def _q8_0_to_q8(src: np.ndarray, geom: Geometry, views: dict, r0: int, r1: int, 
     _check_finite(d, r0, nb, 32, where)
     low = views["low"][r0:r1]
     low.view("V32")[:, :nb] = blocks["qs"]
-    bad = low[:, : nb * 32] == 0x80
+    bad = np.equal(low[:, : nb * 32], 0x80, out=scratch("invalid", (r1 - r0, nb * 32), np.bool_))
     if bad.any():
         i = int(np.flatnonzero(bad.ravel())[0])
         raise _block_error(where, r0 * nb + i // 32, nb, 32, "holds code -128, invalid in q8_g32_fp16", "invalid_code")
