@@ -140,3 +140,14 @@ def test_contiguous_non_finite_values_warn():
     data = codecs.encode("fp32", "contiguous_le_v1", np.array([1.0, np.inf], np.float32))
     assert rules("fp32", "contiguous_le_v1", [2], data) == [("non_finite_value", "WARNING")]
     assert rules("int32", "contiguous_le_v1", [2], b"\xff" * 8) == []
+
+
+@pytest.mark.parametrize("fmt, k, at", [("gguf_q4_k", 256, 2), ("gguf_q6_k", 256, 208), ("gguf_q8_0", 64, 34),
+                                        ("gguf_tq2_0", 256, 64)])
+def test_passthrough_non_finite_multipliers(fmt, k, at):
+    data = bytearray(codecs.encoded_size(fmt, "ggml_blocks_v1", [2, k]))
+    assert rules(fmt, "ggml_blocks_v1", [2, k], data) == []
+    data[len(data) // 2 + at + 1] = 0x7C  # row 1: an FP16 exponent of all ones
+    found = codecs.check(fmt, "ggml_blocks_v1", [2, k], bytes(data))
+    assert [(f.rule, f.severity) for f in found] == [("non_finite_multiplier", "ERROR")]
+    assert "row 1, block" in found[0].message

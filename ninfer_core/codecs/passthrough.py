@@ -8,6 +8,9 @@ Decoding follows ggml: gguf-py's ``gguf.quants.dequantize`` where it has a decod
 ``ggml_blocks`` (Q1_0, Q8_1, Q8_K, integer and F64 types). Encoding from floats uses gguf-py's reference
 quantizer where gguf-py has one (the ``absmax`` encoder name stands for it); other types are only ever
 copied from a source file (``transcode_ggml``).
+
+``check`` reads the FP16 multipliers at the byte offsets of ``FP16_MULTIPLIERS`` (from ggml's block
+structs, as gguf-py's decoders split them) and reports non-finite ones as errors, without decoding.
 """
 
 from __future__ import annotations
@@ -18,12 +21,26 @@ import gguf.quants
 import numpy as np
 from gguf.constants import GGMLQuantizationType
 
-from .base import Codec, Geometry, PlaneSpec, fail
+from .base import Codec, Geometry, PlaneSpec, Tally, fail
 from .ggml_blocks import DEQUANTIZERS
 from .ggml_types import GGUF_PY_TYPES, GGMLType
 
 LAYOUT = "ggml_blocks_v1"
 
+
+# Byte offsets of the FP16 multipliers (d, dmin, m) inside one block of each type.
+FP16_MULTIPLIERS = {
+    "Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q8_0": (0,),
+    "Q2_K": (80, 82),  # scales[16] qs[64] d dmin
+    "Q3_K": (108,),  # hmask[32] qs[64] scales[12] d
+    "Q4_K": (0, 2), "Q5_K": (0, 2),  # d dmin scales[12] ...
+    "Q6_K": (208,),  # ql[128] qh[64] scales[16] d
+    "IQ2_XXS": (0,), "IQ2_XS": (0,), "IQ2_S": (0,), "IQ3_XXS": (0,), "IQ3_S": (0,), "IQ1_S": (0,),
+    "IQ4_NL": (0,), "IQ4_XS": (0,),
+    "TQ1_0": (52,),  # qs[48] qh[4] d
+    "TQ2_0": (64,),  # qs[64] d
+    "Q1_0": (0,),
+}
 
 _PLAIN = (GGMLQuantizationType.F32, GGMLQuantizationType.F16)  # gguf.quants handles these without a class
 
@@ -38,6 +55,7 @@ class GGMLPassthrough(Codec):
     section = "storage-layouts §5"
     ggml: ClassVar[GGMLType]
     qtype: ClassVar[GGMLQuantizationType]
+    findings = {"non_finite_multiplier": ("ERROR", "block(s) with a non-finite FP16 multiplier")}
 
     @classmethod
     def check_shape(cls, shape: tuple[int, ...], divisors: int) -> None:
@@ -63,6 +81,18 @@ class GGMLPassthrough(Codec):
             out[...] = gguf.quants.dequantize(rows, cls.qtype)
         else:
             raise fail(f"no decoder for GGML type {cls.ggml.name}", "no_decoder", cls.section)
+
+    @classmethod
+    def check_block(cls, geom: Geometry, views: dict[str, np.ndarray], r0: int, r1: int) -> Tally:
+        t = Tally()
+        at = FP16_MULTIPLIERS.get(cls.ggml.name)
+        if at:
+            blocks = views["blocks"][r0:r1].reshape(r1 - r0, -1, cls.ggml.type_size)
+            words = np.stack([blocks[..., i].astype(np.uint16) | (blocks[..., i + 1].astype(np.uint16) << 8)
+                              for i in at], axis=-1)
+            t.add("non_finite_multiplier", ((words & 0x7C00) == 0x7C00).any(axis=-1),
+                  lambda ij: f"row {r0 + ij[0]}, block {ij[1]}")
+        return t
 
     @classmethod
     def encode_block(cls, geom: Geometry, x: np.ndarray, views: dict[str, np.ndarray], r0: int, r1: int,
