@@ -221,3 +221,60 @@ def test_gguf_q4_0_nibble_halves():
     expected = np.zeros(32, dtype=np.float32)
     expected[0], expected[16] = 2.0, 1.0
     np.testing.assert_array_equal(y[0], expected)
+
+
+# --- the spec's formulas, element by element, on objects that span several row blocks -------------------
+
+SPEC_BITS = {  # format: (b, L, H, G, offset codes)
+    "q2_g64_fp16": (2, 2, 0, 64, True), "q4_g64_fp16": (4, 4, 0, 64, False), "q5_g64_fp16": (5, 4, 1, 64, False),
+    "q6_g64_fp16": (6, 4, 2, 64, False), "q8_g32_fp16": (8, 8, 0, 32, False), "t2_g128_fp16": (2, 2, 0, 128, False),
+}
+
+
+def spec_decode_row_split(fmt: str, n: int, k: int, data: bytes) -> np.ndarray:
+    """storage-layouts §1 read literally: byte floor(k*L/8), bit (k*L) mod 8, planes 256-aligned in order."""
+    b, lo_bits, hi_bits, g, offset = SPEC_BITS[fmt]
+    kp = -(-k // 128) * 128
+    buf = np.frombuffer(data, np.uint8)
+    low_size = n * kp * lo_bits // 8
+    pos = -(-low_size // 256) * 256
+    high = None
+    if hi_bits:
+        high = buf[pos : pos + n * kp * hi_bits // 8].reshape(n, -1)
+        pos = -(-(pos + n * kp * hi_bits // 8) // 256) * 256
+    scale = np.frombuffer(data[pos : pos + n * kp // g * 2], "<f2").astype(np.float32).reshape(n, -1)
+    low = buf[:low_size].reshape(n, -1)
+    col = np.arange(k)
+    pattern = (low[:, col * lo_bits // 8].astype(np.int64) >> ((col * lo_bits) % 8)) & ((1 << lo_bits) - 1)
+    if hi_bits:
+        pattern |= ((high[:, col * hi_bits // 8].astype(np.int64) >> ((col * hi_bits) % 8)) & ((1 << hi_bits) - 1)) << lo_bits
+    value = pattern - 1 if offset else np.where(pattern >= 1 << (b - 1), pattern - (1 << b), pattern)
+    return (value * scale[:, col // g]).astype(np.float32)
+
+
+@pytest.mark.parametrize("fmt", sorted(SPEC_BITS))
+def test_row_split_against_spec_formula_on_many_row_blocks(fmt):
+    n, k = 1500, 700  # 1500 · 768 padded elements: several decode and encode blocks, on the thread pool
+    x = np.random.default_rng(9).standard_normal((n, k)).astype(np.float32)
+    data = codecs.encode(fmt, RS, x, encoder="absmax")
+    np.testing.assert_array_equal(codecs.decode(fmt, RS, [n, k], data), spec_decode_row_split(fmt, n, k, data))
+
+
+def test_nvfp4_against_spec_formula():
+    n, k, d = 384, 192, 3
+    x = np.random.default_rng(10).standard_normal((n, k)).astype(np.float32) * np.repeat([1, 50, 0.01], 128)[:, None]
+    data = codecs.encode("nvfp4", "block_scale_k16_m128x4_v1", x, divisors=d)
+    buf = np.frombuffer(data, np.uint8)
+    r, c = np.meshgrid(np.arange(n), np.arange(k), indexing="ij")
+    nib = (buf[r * k // 2 + c // 2] >> (4 * (c % 2))) & 0xF
+    mag = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6], np.float32)[nib & 7] * np.where(nib & 8, -1, 1)
+    blk = c // 16
+    tiles = k // 64
+    sbyte = ((r // 128) * tiles + blk // 4) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + blk % 4
+    e4m3 = buf[n * k // 2 + sbyte]
+    exp, man = (e4m3 >> 3) & 0xF, (e4m3 & 7).astype(np.float32)
+    scale = np.where(exp == 0, man * 2.0**-9, (1 + man / 8) * 2.0 ** (exp.astype(np.float32) - 7)).astype(np.float32)
+    divs = np.frombuffer(data[n * k // 2 + n * k // 16 :], "<f4")
+    expected = (mag * scale).astype(np.float32) / divs[r // (n // d)]
+    np.testing.assert_array_equal(codecs.decode("nvfp4", "block_scale_k16_m128x4_v1", [n, k], data, divisors=d),
+                                  expected)

@@ -14,8 +14,9 @@ in order) and pure numpy kernels that work on a block of whole rows. This module
   ``unit_bytes`` bytes (a row-major plane: one row per unit; the NVFP4 block-scale plane: 128-row tiles;
   the NVFP4 divisor plane: one FP32 per stacked matrix), so the bytes of rows ``[r0, r1)`` are one
   contiguous sub-range of each plane (container §7.3);
-- **drivers** — decode, encode and check split the rows into blocks of about a million elements, which
-  bounds temporaries, and run the blocks on a thread pool (numpy releases the GIL in its kernels).
+- **drivers** — decode, encode and check split the rows into blocks of about a million elements (a
+  quarter of that when encoding), which bounds temporaries, and run the blocks on a thread pool (numpy
+  releases the GIL in its kernels); kernels keep their temporaries in per-thread :func:`scratch` buffers.
 
 Errors are :class:`~ninfer_core.errors.EncodingError` with a stable ``rule``; findings of ``check`` are
 :class:`~ninfer_core.findings.Finding` records.
@@ -267,10 +268,7 @@ class Codec:
     @staticmethod
     def plane_views(geom: Geometry, buf: np.ndarray) -> dict[str, np.ndarray]:
         """Each plane of ``buf`` as a 2-D uint8 view ``(units, unit_bytes)``."""
-        return {
-            p.name: buf[p.offset : p.offset + p.size].reshape(-1, p.unit_bytes) if p.unit_bytes else buf[:0]
-            for p in geom.planes
-        }
+        return {p.name: buf[p.offset : p.offset + p.size].reshape(-1, p.unit_bytes) for p in geom.planes}
 
     # --- kernels (row blocks) -----------------------------------------------------------------------
     @classmethod
@@ -294,6 +292,7 @@ class Codec:
     # --- drivers ------------------------------------------------------------------------------------
     @classmethod
     def decode(cls, geom: Geometry, buf: np.ndarray, rows: tuple[int, int] | None = None) -> np.ndarray:
+        """float32 values of the object (or of rows ``[r0, r1)``; decoded from whole ``row_quantum`` tiles)."""
         r0, r1 = (0, geom.n_rows) if rows is None else rows
         check_row_range(r0, r1, geom.n_rows)
         q = cls.row_quantum
