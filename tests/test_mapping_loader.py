@@ -130,3 +130,10 @@ def test_shipped_mappings_cover_the_contract_names():
     assert "text/layers/{l}/attention/gate" not in names3 and "text/layers/{l}/attention/query_norm" in names3
     inferred = {r.name for r in load_mapping_for("qwen35").rules.values() if r.inferred}
     assert {"norm_shift", "a_log", "v_heads_tiled", "gated_query_deinterleave"} <= inferred
+
+
+def test_generated_tables_are_current():
+    """docs/mappings/*.md are generated from the YAML; a stale table fails here."""
+    from converters.mapping import doc
+
+    assert doc.main(["--check"]) == 0, "run: python -m converters.mapping.doc"
