@@ -20,7 +20,7 @@ Default dims: 4 layers, hidden 128, intermediate 256, 4 query heads / 2 KV heads
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import gguf
@@ -162,8 +162,10 @@ def hf_tensors(cfg: Mapping, seed: int = 0) -> dict[str, np.ndarray]:
     return {s.name: s.values(seed) for s in tensor_specs(cfg)}
 
 
-def common_logical(hf: Mapping[str, np.ndarray], cfg: Mapping) -> dict[str, np.ndarray]:
-    """Globals and the per-layer norms and MLP under the contract's logical names."""
+def common_logical(hf: Mapping[str, np.ndarray], cfg: Mapping,
+                   mlp_layers: Iterable[int] | None = None) -> dict[str, np.ndarray]:
+    """Globals and the per-layer norms and dense MLP (of ``mlp_layers``, default every layer)."""
+    dense = set(range(cfg["num_hidden_layers"]) if mlp_layers is None else mlp_layers)
     out = {
         "text/token_embedding": hf["model.embed_tokens.weight"],
         "text/output_head": hf["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else hf["lm_head.weight"],
@@ -173,6 +175,8 @@ def common_logical(hf: Mapping[str, np.ndarray], cfg: Mapping) -> dict[str, np.n
         p, q = f"model.layers.{layer}", f"text/layers/{layer}"
         out[f"{q}/input_norm"] = hf[f"{p}.input_layernorm.weight"]
         out[f"{q}/post_attention_norm"] = hf[f"{p}.post_attention_layernorm.weight"]
+        if layer not in dense:
+            continue
         for part in ("gate", "up", "down"):
             out[f"{q}/mlp/{part}"] = hf[f"{p}.mlp.{part}_proj.weight"]
     return out
@@ -225,25 +229,31 @@ def gguf_plan(
         if gguf_name is None:
             raise KeyError(f"{spec.name}: no GGUF name for {model_arch.name}")
         change = transform(spec)
+        flat_rows = None
         if change is None:
             rows, shape, whole = (lambda a, b, s=spec: s.values(seed, a, b)), spec.shape, False
+            if hasattr(spec, "flat_values"):  # an expert bank (synth.StackedSpec): stream below one expert
+                flat_rows = lambda a, b, s=spec: s.flat_values(seed, a, b)  # noqa: E731
         else:
             fn, shape = change
             rows, whole = (lambda a, b, s=spec, f=fn: f(s.values(seed))[a:b]), True
         qtype = gguf_writer.tensor_qtype(gguf_name, shape, matrix_type)
-        plan.append(PlannedTensor(gguf_name, tuple(shape), qtype, rows, whole))
+        plan.append(PlannedTensor(gguf_name, tuple(shape), qtype, rows, whole, flat_rows))
     return plan
 
 
-def add_base_metadata(w: gguf.GGUFWriter, cfg: Mapping, name: str, matrix_type: str) -> None:
-    """``general.*`` and the keys ``TextModel.set_gguf_parameters`` writes for these configs."""
+def add_base_metadata(w: gguf.GGUFWriter, cfg: Mapping, name: str, matrix_type: str,
+                      block_count: int | None = None) -> None:
+    """``general.*`` and the keys ``TextModel.set_gguf_parameters`` writes for these configs
+    (``block_count`` defaults to ``num_hidden_layers``; MTP blocks add to it)."""
     theta, _ = rope_settings(cfg, 1.0)
     w.add_type(gguf.GGUFType.MODEL)
     w.add_name(name)
-    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_block_count(cfg["num_hidden_layers"] if block_count is None else block_count)
     w.add_context_length(cfg["max_position_embeddings"])
     w.add_embedding_length(cfg["hidden_size"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
+    if "intermediate_size" in cfg:  # absent in Qwen3.5-MoE, whose every layer is sparse
+        w.add_feed_forward_length(cfg["intermediate_size"])
     w.add_head_count(cfg["num_attention_heads"])
     w.add_head_count_kv(cfg["num_key_value_heads"])
     w.add_rope_freq_base(theta)

@@ -30,7 +30,9 @@ Checked against the sources (via the search tool):
 
 Default dims: 8 layers (full attention at 3 and 7), hidden 128, intermediate 256, vocab 512;
 attention 4 query heads / 2 KV heads of 32 (rotary dim 8); gated delta net 2 key heads / 4 value heads
-of 32, conv kernel 4; untied head. No MTP layers.
+of 32, conv kernel 4; untied head. No MTP layers unless ``mtp_num_hidden_layers`` is set (then the
+``mtp.*`` head of :mod:`tinymodels.mtp`: HF tensors, ``mtp/...`` logical parameters, GGUF blocks
+``blk.{L}``).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from tinymodels import gguf_writer, hf_writer, qwen3, tokenizer
+from tinymodels import gguf_writer, hf_writer, mtp, qwen3, tokenizer
 from tinymodels.gguf_writer import PlannedTensor
 from tinymodels.synth import TensorSpec
 
@@ -120,7 +122,12 @@ def _gdn_specs(prefix: str, cfg: Mapping) -> list[TensorSpec]:
 
 
 def tensor_specs(cfg: Mapping) -> list[TensorSpec]:
-    """Every HF tensor of the checkpoint (``model.*`` and ``lm_head``), in a stable order."""
+    """Every HF tensor of the checkpoint (``model.*``, ``lm_head``, ``mtp.*``), in a stable order."""
+    return text_specs(cfg) + mtp.mtp_specs(cfg, qwen3.mlp_specs)
+
+
+def text_specs(cfg: Mapping) -> list[TensorSpec]:
+    """The text model's HF tensors (``model.*`` and ``lm_head``)."""
     head, tail = qwen3.global_specs(cfg)
     specs = list(head)
     h = cfg["hidden_size"]
@@ -146,25 +153,45 @@ def logical_parameters(cfg: Mapping, seed: int = 0) -> dict[str, np.ndarray]:
     split per head, ``a_log`` (not ``ssm_a``), norms un-shifted, ``conv1d`` squeezed to ``[C, k]``."""
     hf = hf_tensors(cfg, seed)
     out = qwen3.common_logical(hf, cfg)
-    key_dim = cfg["linear_num_key_heads"] * cfg["linear_key_head_dim"]
+    out.update(mtp.mtp_logical(cfg, seed, lambda prefix, i: _mtp_mlp_logical(hf, prefix, i)))
     for layer, kind in enumerate(cfg["layer_types"]):
         if kind == "full_attention":
             out.update(qwen3.attention_logical(hf, cfg, layer, gated=True))
-            continue
-        a, q = f"model.layers.{layer}.linear_attn", f"text/layers/{layer}/gdn"
-        qkv = hf[f"{a}.in_proj_qkv.weight"]
-        out[f"{q}/query"] = qkv[:key_dim]
-        out[f"{q}/key"] = qkv[key_dim : 2 * key_dim]
-        out[f"{q}/value"] = qkv[2 * key_dim :]
-        out[f"{q}/z"] = hf[f"{a}.in_proj_z.weight"]
-        out[f"{q}/b"] = hf[f"{a}.in_proj_b.weight"]
-        out[f"{q}/a"] = hf[f"{a}.in_proj_a.weight"]
-        out[f"{q}/conv1d"] = hf[f"{a}.conv1d.weight"][:, 0, :]
-        out[f"{q}/dt_bias"] = hf[f"{a}.dt_bias"]
-        out[f"{q}/a_log"] = hf[f"{a}.A_log"]
-        out[f"{q}/norm"] = hf[f"{a}.norm.weight"]
-        out[f"{q}/output"] = hf[f"{a}.out_proj.weight"]
+        else:
+            out.update(gdn_logical(hf, cfg, layer))
     return out
+
+
+def gdn_logical(hf: Mapping[str, np.ndarray], cfg: Mapping, layer: int) -> dict[str, np.ndarray]:
+    """One gated-delta-net layer's ``text/layers/{l}/gdn/*`` from its ``in_proj_qkv`` / ``in_proj_z`` / ...."""
+    key_dim = cfg["linear_num_key_heads"] * cfg["linear_key_head_dim"]
+    a, q = f"model.layers.{layer}.linear_attn", f"text/layers/{layer}/gdn"
+    qkv = hf[f"{a}.in_proj_qkv.weight"]
+    return {
+        f"{q}/query": qkv[:key_dim],
+        f"{q}/key": qkv[key_dim : 2 * key_dim],
+        f"{q}/value": qkv[2 * key_dim :],
+        f"{q}/z": hf[f"{a}.in_proj_z.weight"],
+        f"{q}/b": hf[f"{a}.in_proj_b.weight"],
+        f"{q}/a": hf[f"{a}.in_proj_a.weight"],
+        **gdn_common_logical(hf, layer),
+    }
+
+
+def gdn_common_logical(hf: Mapping[str, np.ndarray], layer: int) -> dict[str, np.ndarray]:
+    """The gated-delta-net parameters Qwen3.5 and Qwen3-Next share (conv squeezed to ``[C, k]``)."""
+    a, q = f"model.layers.{layer}.linear_attn", f"text/layers/{layer}/gdn"
+    return {
+        f"{q}/conv1d": hf[f"{a}.conv1d.weight"][:, 0, :],
+        f"{q}/dt_bias": hf[f"{a}.dt_bias"],
+        f"{q}/a_log": hf[f"{a}.A_log"],
+        f"{q}/norm": hf[f"{a}.norm.weight"],
+        f"{q}/output": hf[f"{a}.out_proj.weight"],
+    }
+
+
+def _mtp_mlp_logical(hf: Mapping[str, np.ndarray], prefix: str, index: int) -> dict[str, np.ndarray]:
+    return {f"mtp/layers/{index}/mlp/{part}": hf[f"{prefix}.mlp.{part}_proj.weight"] for part in ("gate", "up", "down")}
 
 
 def grouped_to_tiled(x: np.ndarray, axis: int, num_k_heads: int, num_v_per_k: int, head_dim: int) -> np.ndarray:
@@ -206,11 +233,14 @@ def _llama_cpp_transform(cfg: Mapping, spec: TensorSpec) -> qwen3.Transform | No
 
 
 def gguf_tensors(cfg: Mapping, seed: int = 0, matrix_type: str = "F32") -> list[PlannedTensor]:
-    return qwen3.gguf_plan(cfg, tensor_specs(cfg), ARCH, matrix_type, seed, lambda s: _llama_cpp_transform(cfg, s))
+    transform = lambda s: _llama_cpp_transform(cfg, s)  # noqa: E731
+    return (qwen3.gguf_plan(cfg, text_specs(cfg), ARCH, matrix_type, seed, transform)
+            + mtp.gguf_tensors(cfg, mtp.mtp_specs(cfg, qwen3.mlp_specs), ARCH, matrix_type, seed, transform))
 
 
-def _metadata(w: gguf.GGUFWriter, cfg: Mapping, matrix_type: str) -> None:
-    qwen3.add_base_metadata(w, cfg, "Tiny Qwen3.5", matrix_type)
+def add_metadata(w: gguf.GGUFWriter, cfg: Mapping, matrix_type: str, name: str = "Tiny Qwen3.5") -> None:
+    """The KV pairs ``Qwen3_5TextModel`` writes (also used for ``qwen35moe`` and the Bonsai files)."""
+    qwen3.add_base_metadata(w, cfg, name, matrix_type, cfg["num_hidden_layers"] + mtp.layers(cfg))
     _, partial = qwen3.rope_settings(cfg, 0.25)
     w.add_ssm_conv_kernel(cfg["linear_conv_kernel_dim"])
     w.add_ssm_state_size(cfg["linear_key_head_dim"])
@@ -221,6 +251,7 @@ def _metadata(w: gguf.GGUFWriter, cfg: Mapping, matrix_type: str) -> None:
     w.add_rope_dimension_count(int(cfg["head_dim"] * partial))
     sections = list(cfg["rope_parameters"].get("mrope_section", [11, 11, 10]))
     w.add_rope_dimension_sections((sections + [0, 0, 0, 0])[:4])
+    mtp.add_metadata(w, cfg)
     gguf_writer.add_tokenizer(w, tokenizer.resources(), cfg, TOKENIZER_PRE)
 
 
@@ -241,5 +272,5 @@ def write_gguf(path: str | os.PathLike[str], cfg: Mapping | None = None, seed: i
     multi-GB files are written with bounded memory.
     """
     cfg = qwen3.resolve_config(cfg, overrides, config)
-    return gguf_writer.write_gguf_file(path, gguf.MODEL_ARCH_NAMES[ARCH], lambda w: _metadata(w, cfg, matrix_type),
+    return gguf_writer.write_gguf_file(path, gguf.MODEL_ARCH_NAMES[ARCH], lambda w: add_metadata(w, cfg, matrix_type),
                                        gguf_tensors(cfg, seed, matrix_type))

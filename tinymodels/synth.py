@@ -18,10 +18,17 @@ Rules that make the values useful as a test reference:
   size is right.
 - **Architecture-plausible.** Zero-centred norms (Qwen3.5 ``x̂·(1+w)``) are drawn around 0, plain
   and gated norms around 1, ``A_log = log(U(1, 16))`` (transformers draws ``A`` from ``U(0.01, 16)``),
-  ``dt_bias`` around 1 (transformers initialises it to ones), linear layers at ``1/sqrt(in)``, the
-  projections back into the residual stream (``o_proj``, ``out_proj``, ``down_proj``: init
-  ``residual``) at half that, GPT-2 style, so the tiny model is well conditioned: quantization noise
-  moves the logits little while a swapped head moves them a lot.
+  ``dt_bias`` around 1 (transformers initialises it to ones), linear layers at ``1/sqrt(fan_in)``
+  (``fan_in`` = the product of all axes but the first, so a Conv3d patch embedding is scaled by its
+  whole receptive field), the projections back into the residual stream (``o_proj``, ``out_proj``,
+  ``down_proj``: init ``residual``) at half that, GPT-2 style, so the tiny model is well conditioned:
+  quantization noise moves the logits little while a swapped head moves them a lot. Biases (vision
+  tower) are small values around 0.
+
+:class:`StackedSpec` composes specs into one tensor (MoE expert banks: experts stacked on a new
+leading axis, each expert optionally the row-concatenation of several projections, e.g. transformers'
+fused ``gate_up_proj``), so a fused tensor holds bit for bit the values of its per-expert parts and
+any row range is produced from the parts' row blocks alone.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ ROW_BLOCK = 256
 F16_MIN_NORMAL = 2.0**-14
 INV_PHI = (5.0**0.5 - 1.0) / 2.0
 
-INITS = ("linear", "residual", "embedding", "norm_zero", "norm_one", "conv", "a_log", "dt_bias")
+INITS = ("linear", "residual", "embedding", "norm_zero", "norm_one", "conv", "a_log", "dt_bias", "bias")
 
 
 def round_bf16(x: np.ndarray) -> np.ndarray:
@@ -99,7 +106,8 @@ def _shape_noise(noise: np.ndarray, init: str, shape: tuple[int, ...], lo: int, 
     """Scale and shift standard-normal noise for rows ``[lo, hi)`` of a tensor of ``shape``."""
     if init in ("linear", "residual", "embedding"):
         row_scale = (0.5 + np.modf((np.arange(lo, hi, dtype=np.float64) + 1.0) * INV_PHI)[0]).astype(np.float32)
-        gain = {"linear": 1.0 / np.sqrt(shape[1]), "residual": 0.5 / np.sqrt(shape[1]), "embedding": 1.0}[init]
+        fan_in = float(np.prod(shape[1:], dtype=np.int64))
+        gain = {"linear": 1.0 / np.sqrt(fan_in), "residual": 0.5 / np.sqrt(fan_in), "embedding": 1.0}[init]
         return noise * (row_scale[:, None] * np.float32(gain))
     if init == "norm_zero":
         return noise * np.float32(0.1)
@@ -107,4 +115,74 @@ def _shape_noise(noise: np.ndarray, init: str, shape: tuple[int, ...], lo: int, 
         return np.float32(1.0) + noise * np.float32(0.1)
     if init == "conv":
         return noise * np.float32(0.4)
+    if init == "bias":
+        return noise * np.float32(0.02)
     return np.float32(1.0) + noise * np.float32(0.3)  # dt_bias
+
+
+@dataclass(frozen=True)
+class StackedSpec:
+    """A tensor built from other specs: ``experts[e]`` are stacked on a new leading axis, the parts of
+    one expert concatenated along their rows. Shape ``(E, sum(part rows), *part.shape[1:])``.
+
+    It has the :class:`TensorSpec` surface the writers use (``name``, ``shape``, ``rows``,
+    ``row_size``, ``size``, ``values``) plus :meth:`flat_values`, which produces a range of the
+    flattened last-axis rows (``E·N`` rows of ``K``) so a bank is streamed in chunks smaller than one
+    expert.
+    """
+
+    name: str
+    experts: tuple[tuple[TensorSpec, ...], ...]
+
+    def __post_init__(self) -> None:
+        tails = {p.shape[1:] for parts in self.experts for p in parts}
+        heights = {sum(p.rows for p in parts) for parts in self.experts}
+        if not self.experts or len(tails) != 1 or len(heights) != 1:
+            raise ValueError(f"{self.name}: experts must be non-empty and have equal shapes")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        first = self.experts[0]
+        return (len(self.experts), sum(p.rows for p in first), *first[0].shape[1:])
+
+    @property
+    def rows(self) -> int:
+        return self.shape[0]
+
+    @property
+    def row_size(self) -> int:
+        return int(np.prod(self.shape[1:], dtype=np.int64))
+
+    @property
+    def size(self) -> int:
+        return self.rows * self.row_size
+
+    def values(self, seed: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Experts ``[start, stop)`` with shape ``(stop - start, *shape[1:])``."""
+        stop = self.rows if stop is None else stop
+        if not 0 <= start <= stop <= self.rows:
+            raise ValueError(f"{self.name}: expert range [{start}, {stop}) outside 0..{self.rows}")
+        out = np.empty((stop - start, *self.shape[1:]), np.float32)
+        for i, e in enumerate(range(start, stop)):
+            out[i] = np.concatenate([p.values(seed) for p in self.experts[e]], axis=0)
+        return out
+
+    def flat_values(self, seed: int, start: int, stop: int) -> np.ndarray:
+        """Rows ``[start, stop)`` of the tensor viewed as ``(E·N, prod(shape[2:]))``."""
+        per_expert = self.shape[1]
+        width = int(np.prod(self.shape[2:], dtype=np.int64))
+        if not 0 <= start <= stop <= self.rows * per_expert:
+            raise ValueError(f"{self.name}: row range [{start}, {stop}) outside 0..{self.rows * per_expert}")
+        pieces = []
+        row = start
+        while row < stop:
+            expert, local = divmod(row, per_expert)
+            offset = 0
+            for part in self.experts[expert]:
+                if local < offset + part.rows:
+                    take = min(stop - row, offset + part.rows - local)
+                    pieces.append(part.values(seed, local - offset, local - offset + take).reshape(take, width))
+                    row += take
+                    break
+                offset += part.rows
+        return np.concatenate(pieces, axis=0) if pieces else np.empty((0, width), np.float32)
