@@ -6,7 +6,7 @@
 - decoded RMS error of ``mse`` vs ``absmax`` on Gaussian and heavy-tailed (Student-t, 3 dof) data.
 
 The matrix is ``n × n`` with ``n = 4096 · scale`` (rounded to 256, at least 512). Times are the best of a
-few repetitions after one warm-up call.
+few repetitions after one warm-up call; ratios alternate ours and gguf-py so both see the same load.
 """
 
 from __future__ import annotations
@@ -26,14 +26,22 @@ log = logging.getLogger(__name__)
 RS = "row_split_k128_v1"
 
 
+def _time(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
 def _best(fn, repeats: int = 3) -> float:
     fn()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return min(_time(fn) for _ in range(repeats))
+
+
+def _side_by_side(ours, peer, rounds: int = 5) -> tuple[float, float]:
+    """Best time of each, measured in alternation so that both see the same machine load."""
+    ours(), peer()
+    times = [(_time(ours), _time(peer)) for _ in range(rounds)]
+    return min(t[0] for t in times), min(t[1] for t in times)
 
 
 def _ratio(name: str, ours: float, peer: float, peer_name: str, target: float, detail: dict) -> dict:
@@ -50,15 +58,14 @@ def run(workdir: pathlib.Path, scale: float = 1.0) -> list[dict]:
     info = {"shape": shape, "threads": codecs.get_threads()}
     results = []
 
-    ours = _best(lambda: codecs.encode("q4_g64_fp16", RS, x))
-    peer = _best(lambda: gguf.quants.quantize(x, QT.Q4_0), 1)
+    ours, peer = _side_by_side(lambda: codecs.encode("q4_g64_fp16", RS, x), lambda: gguf.quants.quantize(x, QT.Q4_0))
     results.append(_ratio("encode bf16 -> q4_g64_fp16 absmax vs gguf-py Q4_0", ours, peer, "gguf_py", 3, info))
 
     for fmt, qt in (("q4_g64_fp16", QT.Q4_0), ("q8_g32_fp16", QT.Q8_0)):
         data = codecs.encode(fmt, RS, x)
         raw = gguf.quants.quantize(x, qt)
-        ours = _best(lambda f=fmt, d=data: codecs.decode(f, RS, shape, d))
-        peer = _best(lambda r=raw, q=qt: gguf.quants.dequantize(r, q), 1)
+        ours, peer = _side_by_side(lambda f=fmt, d=data: codecs.decode(f, RS, shape, d),
+                                   lambda r=raw, q=qt: gguf.quants.dequantize(r, q))
         results.append(_ratio(f"decode {fmt} vs gguf-py {qt.name}", ours, peer, "gguf_py", 2, info))
 
     raw = gguf.quants.quantize(x, QT.Q8_0)

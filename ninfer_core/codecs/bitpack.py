@@ -51,15 +51,19 @@ def pack(fields: np.ndarray, w: int, out: np.ndarray) -> np.ndarray:
     if w == 1:
         out[...] = np.packbits(fields & np.uint8(1), axis=-1, bitorder="little")
         return out
+    # Mask every byte to its field, then OR in the masked word shifted right by 8i - wi so that field i lands
+    # at bit wi of the low byte; whatever lands above bit 7 is dropped by the final narrowing copy.
     word = "<u2" if w == 4 else "<u4"
     v = np.ascontiguousarray(fields).view(word)
-    acc = np.bitwise_and(v, (1 << w) - 1, out=scratch("pack_acc", v.shape, word))
-    part = scratch("pack_part", v.shape, word)
-    for i in range(1, 8 // w):
-        # field i sits at bit 8*i of the word and moves to bit w*i of the byte
-        np.right_shift(v, 8 * i - w * i, out=part)
-        np.bitwise_and(part, ((1 << w) - 1) << (w * i), out=part)
-        np.bitwise_or(acc, part, out=acc)
+    masked = np.bitwise_and(v, 0x0F0F if w == 4 else 0x03030303, out=scratch("pack_masked", v.shape, word))
+    acc = scratch("pack_acc", v.shape, word)
+    np.right_shift(masked, 8 - w, out=acc)
+    np.bitwise_or(acc, masked, out=acc)
+    if w == 2:
+        part = scratch("pack_part", v.shape, word)
+        for i in (2, 3):
+            np.right_shift(masked, 6 * i, out=part)
+            np.bitwise_or(acc, part, out=acc)
     np.copyto(out, acc, casting="unsafe")
     return out
 
