@@ -122,6 +122,13 @@ def v_heads_tiled_to_grouped(x: np.ndarray, *, num_k_heads: int, num_v_heads: in
     return x[order]
 
 
+@transform("rows", "index")
+def pick(x: np.ndarray, *, index: int) -> np.ndarray:
+    """``x[index]``: one entry of a stacked leading axis (expert ``e`` of an ``[E, N, K]`` bank)."""
+    _need(x.ndim >= 2 and 0 <= index < x.shape[0], f"pick: index {index} outside {x.shape[0]} entries of {x.shape}")
+    return x[index]
+
+
 @transform("rows", "axis")
 def squeeze(x: np.ndarray, *, axis: int) -> np.ndarray:
     """Drop a leading axis of length 1 (``conv1d`` ``[C, 1, k]`` → ``[C, k]``)."""

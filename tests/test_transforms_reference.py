@@ -139,3 +139,12 @@ def test_chain_identity_and_values():
     with pytest.raises(TransformError):
         resolve_chain((8,), [("v_head_columns_tiled_to_grouped", {"num_k_heads": 2, "num_v_heads": 4,
                                                                    "head_dim": 2})])
+
+
+def test_pick_selects_one_expert_of_a_bank():
+    bank = np.arange(3 * 4 * 5, dtype=np.float32).reshape(3, 4, 5)
+    chain = resolve_chain(bank.shape, [("pick", {"index": 2}), ("row_slice", {"start": 1, "stop": 3})])
+    assert chain.shape == (2, 5)
+    np.testing.assert_array_equal(bank.reshape(12, 5)[chain.rows], bank[2, 1:3])
+    with pytest.raises(TransformError):
+        T.pick(bank, index=3)

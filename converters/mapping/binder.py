@@ -208,7 +208,7 @@ def _bind_rule(m: Mapping, rule: ParameterRule, kind: str, env: dict, layer: int
         if any(d <= 0 for d in shape):
             raise MappingError(f"{name}: shape {list(shape)} has a non-positive dimension",
                                file=f"{m.file}:{rule.line}", rule="shape")
-        tied = rule.tied_to is not None and bool(getattr(args, rule.tied_when))
+        tied = rule.tied_to is not None and (rule.tied_when is None or bool(getattr(args, rule.tied_when)))
         inp = _fill(rule.input, local) if rule.input else None
         layer_kind = layer_kinds[layer] if layer is not None else None
         source = None

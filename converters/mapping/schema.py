@@ -22,8 +22,8 @@ top-level keys (seed 003's MAPPING concepts in parentheses):
                   parameter name template → rule: ``shape`` (expressions), ``role`` (what recipes key
                   on), optional ``input`` (the use's input, container §8), per source kind (``gguf``,
                   ``hf``) a tensor name or ``{tensor, transforms}``, optional ``tied_to``
-                  (``{parameter, when}``: bind another parameter's object when the boolean config
-                  field is true), optional ``repeat`` (``{e: num_experts}``: one parameter per index),
+                  (``{parameter, when}``: bind another parameter's object — always, or when the boolean
+                  config field ``when`` is true; e.g. an MTP head sharing the text embedding), optional ``repeat`` (``{e: num_experts}``: one parameter per index),
                   ``evidence`` and optional ``inferred``. Groups named by a layer kind are per layer
                   (names contain ``{l}``); the others are global (``_counts`` are derived, not written).
 ``other_components``  tensors owned by another component (regex per source kind, or for GGUF every
@@ -405,10 +405,10 @@ class _Loader:
                 sources[sk] = self.load_source(spec[sk], (*path, sk), local, placeholders | set(prefixes.get(sk, {})))
         tied_to = tied_when = None
         if "tied_to" in spec:
-            tie = self.fields(spec["tied_to"], (*path, "tied_to"), {"parameter": True, "when": True}, "tied_to")
+            tie = self.fields(spec["tied_to"], (*path, "tied_to"), {"parameter": True, "when": False}, "tied_to")
             tied_to = self.string(tie["parameter"], (*path, "tied_to", "parameter"), "tied_to.parameter")
-            tied_when = self.string(tie["when"], (*path, "tied_to", "when"), "tied_to.when")
-            if tied_when not in self.bool_names:
+            tied_when = tie.get("when")
+            if tied_when is not None and tied_when not in self.bool_names:
                 raise self.fail((*path, "tied_to", "when"), f"{tied_when!r} is not a boolean config field "
                                 f"of the architecture (booleans: {', '.join(sorted(self.bool_names))})")
         if not sources and tied_to is None:

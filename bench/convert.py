@@ -1,0 +1,138 @@
+"""``make bench`` area ``convert``: conversion throughput side by side with ``cp``, and peak memory.
+
+1. ``exact``: a generated Qwen3.5-shaped GGUF of ≥ 4 GiB × ``scale`` (Q8_0 matrices, F32 norms, written by
+   :mod:`tinymodels` the way llama.cpp writes it) converted with the ``exact`` recipe (Q8_0 → q8_g32_fp16
+   transcoded, rows and whole column blocks reordered on raw bytes). Throughput is reported as a ratio
+   to ``cp`` of the same file in the same run (target ≥ 0.6×), and the converter's peak RSS (target
+   ≤ 1.5 GiB; the file is several times larger, so memory must not follow the model size).
+2. ``groupwise-int`` from a bf16 HF directory (1 GiB × ``scale`` of weights): requantization throughput
+   (decode, transform, q4/q5/q8 encode, measured error) in source bytes per second, and its ratio to ``cp``.
+
+Each conversion runs in a child process so its peak RSS (``wait4`` rusage) is its own.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+GIB = 1 << 30
+RSS_TARGET = 1.5 * GIB
+RATIO_TARGET = 0.6
+
+# Qwen3.5-shaped dims: hidden 2048, 16 key / 32 value heads of 128, full attention every 4th layer.
+DIMS = dict(hidden_size=2048, intermediate_size=6144, vocab_size=32768, num_attention_heads=16,
+            num_key_value_heads=4, head_dim=128, linear_num_key_heads=16, linear_num_value_heads=32,
+            linear_key_head_dim=128, linear_value_head_dim=128)
+LAYER_Q8_BYTES = 75_000_000  # about one layer's Q8_0 bytes with DIMS (used only to pick the layer count)
+
+CHILD = """
+import json, sys, time
+from converters.convert import convert
+t = time.perf_counter()
+r = convert(sys.argv[1], sys.argv[2], recipe=sys.argv[3], workers=int(sys.argv[4]))
+print(json.dumps({"seconds": time.perf_counter() - t, "summary": r.summary()}))
+"""
+
+
+def _child(args: list[str]) -> tuple[dict, int, float]:
+    """Run the converter in a child; return its JSON result, peak RSS (bytes) and wall seconds."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env)
+    out, err = proc.communicate()
+    wall = time.perf_counter() - started
+    _, status, usage = os.wait4(proc.pid, 0) if proc.returncode is None else (proc.pid, proc.returncode, None)
+    if proc.returncode != 0:
+        raise RuntimeError(f"conversion failed: {err.decode()[-2000:]}")
+    rss = _peak_rss(usage)
+    return json.loads(out.decode().strip().splitlines()[-1]), rss, wall
+
+
+def _peak_rss(usage) -> int:
+    import resource
+
+    ru = usage if usage is not None else resource.getrusage(resource.RUSAGE_CHILDREN)
+    return int(ru.ru_maxrss) * 1024  # Linux: kilobytes
+
+
+def _cp_seconds(src: Path, dst: Path) -> float:
+    os.sync()  # the generated input's dirty pages are not cp's to flush
+    started = time.perf_counter()
+    subprocess.run(["cp", str(src), str(dst)], check=True)
+    os.sync()
+    seconds = time.perf_counter() - started
+    dst.unlink()
+    return seconds
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
+
+
+def run(workdir: Path, scale: float = 1.0) -> list[dict]:
+    from tinymodels import qwen35
+
+    results = []
+    workers = str(min(4, os.cpu_count() or 1))
+    # 1. exact from a >= 4 GiB Q8_0 GGUF
+    layers = max(4, math.ceil(4 * GIB * scale / LAYER_Q8_BYTES / 4) * 4)
+    gguf = workdir / "qwen35-bench.Q8_0.gguf"
+    t = time.perf_counter()
+    qwen35.write_gguf(gguf, qwen35.config(num_hidden_layers=layers, **DIMS), matrix_type="Q8_0")
+    gen_seconds = time.perf_counter() - t
+    size = gguf.stat().st_size
+    cp_s = _cp_seconds(gguf, workdir / "copy.gguf")
+    out = workdir / "exact.ninfer"
+    res, rss, wall = _child([str(gguf), str(out), "exact", workers])  # the writer fsyncs before publishing
+    conv_s = res["seconds"]
+    ratio = cp_s / conv_s
+    detail = {"source_bytes": size, "layers": layers, "artifact_bytes": _size(out), "cp_seconds": round(cp_s, 3),
+              "convert_seconds": round(conv_s, 3), "process_wall_seconds": round(wall, 3),
+              "cp_MBps": round(size / cp_s / 1e6, 1), "convert_MBps": round(size / conv_s / 1e6, 1),
+              "exactness": res["summary"]["exactness"], "generate_seconds": round(gen_seconds, 1),
+              "workers": int(workers)}
+    results.append({"name": "exact Q8_0 GGUF → .ninfer throughput vs cp", "value": round(ratio, 3), "unit": "× cp",
+                    "target": f">= {RATIO_TARGET}", "met": ratio >= RATIO_TARGET, "detail": detail})
+    results.append({"name": "exact conversion peak RSS", "value": round(rss / GIB, 3), "unit": "GiB",
+                    "target": f"<= {RSS_TARGET / GIB}", "met": rss <= RSS_TARGET,
+                    "detail": {"peak_rss_bytes": rss, "source_bytes": size, "source_over_rss": round(size / rss, 2)}})
+    out.unlink()
+    gguf.unlink()
+    # 2. groupwise-int from a bf16 HF directory
+    layers = max(4, math.ceil(GIB * scale / (LAYER_Q8_BYTES * 2) / 4) * 4)
+    hf = workdir / "qwen35-bench-hf"
+    qwen35.write_hf_dir(hf, qwen35.config(num_hidden_layers=layers, **DIMS), shards=4)
+    hf_size = _size(hf)
+    os.sync()
+    biggest = max(hf.glob("*.safetensors"), key=lambda p: p.stat().st_size)
+    cp_s = _cp_seconds(biggest, workdir / "copy.safetensors") * hf_size / biggest.stat().st_size
+    res, rss, wall = _child([str(hf), str(workdir / "int.ninfer"), "groupwise-int", workers])
+    conv_s = res["seconds"]
+    results.append({"name": "bf16 HF → groupwise-int throughput", "value": round(hf_size / conv_s / 1e6, 1),
+                    "unit": "MB/s (source)", "target": None, "met": None,
+                    "detail": {"source_bytes": hf_size, "layers": layers, "convert_seconds": round(conv_s, 3),
+                               "ratio_to_cp": round(cp_s / conv_s, 3), "peak_rss_bytes": rss,
+                               "exactness": res["summary"]["exactness"],
+                               "worst_cosine": res["summary"].get("worst_cosine")}})
+    shutil.rmtree(hf)
+    return results
+
+
+if __name__ == "__main__":  # python -m bench.convert [scale]
+    import pprint
+
+    work = Path("bench/work/convert")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        pprint.pprint(run(work, float(sys.argv[1]) if len(sys.argv) > 1 else 1.0))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
