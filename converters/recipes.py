@@ -165,7 +165,8 @@ def load_recipe(name_or_path: str | Path, *, known_roles: set[str] | None = None
 def all_mapping_roles() -> set[str]:
     """Roles named by every mapping file of every registered architecture."""
     from converters.architectures import ARCHITECTURE_MODULES, module
-    from converters.mapping.schema import MAPPINGS_DIR, load_mapping
+    from converters.mapping.loader import load_mapping
+    from converters.mapping.schema import MAPPINGS_DIR
 
     roles: set[str] = set()
     for arch in ARCHITECTURE_MODULES:

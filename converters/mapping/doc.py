@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from converters.architectures import ARCHITECTURE_MODULES, module
-from converters.mapping.schema import MAPPINGS_DIR, Mapping, SourceRule, load_mapping
+from converters.mapping.loader import load_mapping
+from converters.mapping.schema import MAPPINGS_DIR, Mapping, SourceRule
 
 DOCS_DIR = Path(__file__).resolve().parents[2] / "docs" / "mappings"
 

@@ -1,0 +1,410 @@
+"""Loading mapping files: the strict validator behind :func:`load_mapping` (schema: :mod:`.schema`).
+
+Every value is checked where it is read — unknown keys, missing fields, unknown transforms and
+arguments, placeholders, names in expressions — and every error is a
+:class:`~converters.errors.MappingError` naming ``file:line`` (from :mod:`.located`). Loaded mappings
+are immutable and cached by path and content hash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from functools import cache
+from pathlib import Path
+
+from converters import transforms as transform_registry
+from converters.architectures import ARCHITECTURE_MODULES
+from converters.architectures import module as architecture_module
+from converters.errors import MappingError
+from converters.mapping import expr
+from converters.mapping.located import Located, LocatedError, load_located
+from converters.mapping.schema import (
+    LAYER_PLACEHOLDER,
+    MAPPINGS_DIR,
+    NAME_RE,
+    PLACEHOLDER_RE,
+    ROLE_RE,
+    SOURCE_KINDS,
+    Drop,
+    LayerKind,
+    Mapping,
+    OtherComponent,
+    ParameterRule,
+    Rule,
+    SourceRule,
+    TransformStep,
+)
+
+
+def mapping_path(architecture: str, component: str) -> Path:
+    mod = architecture_module(architecture)
+    try:
+        return MAPPINGS_DIR / mod.MAPPINGS[component]
+    except KeyError:
+        raise MappingError(f"architecture {architecture} has no mapping for component {component!r} "
+                           f"(it maps: {', '.join(sorted(mod.MAPPINGS))})", rule="component_mapping") from None
+
+
+def load_mapping_for(architecture: str, component: str = "text") -> Mapping:
+    return load_mapping(mapping_path(architecture, component))
+
+
+def load_mapping(path: str | Path) -> Mapping:
+    """Load and validate one mapping file (cached by resolved path and content hash)."""
+    path = Path(path).resolve()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise MappingError(f"cannot read the mapping file: {exc.strerror}", file=str(path)) from None
+    return _load_cached(str(path), hashlib.sha256(data).hexdigest())
+
+
+@cache
+def _load_cached(path: str, sha256: str) -> Mapping:
+    try:
+        doc = load_located(path)
+    except LocatedError as exc:
+        raise MappingError(str(exc), file=f"{path}:{exc.line}", rule="yaml") from None
+    except UnicodeDecodeError:
+        raise MappingError("not UTF-8", file=path, rule="yaml") from None
+    return _Loader(doc, sha256).load()
+
+
+class _Loader:
+    """Validates a :class:`Located` document field by field, raising with ``file:line``."""
+
+    TOP = {"architecture": True, "component": True, "doc": True, "rules": True, "parameters": True,
+           "source": False, "prefixes": False, "symbols": False, "layers": False, "other_components": False,
+           "drop": False, "unresolved": False}
+    PARAM = {"shape": True, "role": True, "evidence": True, "input": False, "gguf": False, "hf": False,
+             "tied_to": False, "inferred": False, "repeat": False}
+
+    def __init__(self, doc: Located, sha256: str) -> None:
+        self.doc = doc
+        self.sha256 = sha256
+        self.config_names: set[str] = set()
+        self.bool_names: set[str] = set()
+        self.used_transforms: dict[str, tuple] = {}
+
+    def fail(self, path: tuple, message: str, rule: str = "mapping_schema") -> MappingError:
+        return MappingError(message, file=self.doc.where(path), json_path=".".join(map(str, path)) or None,
+                            rule=rule)
+
+    def fields(self, value, path: tuple, spec: dict[str, bool], what: str) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(path, f"{what} must be a mapping, got {type(value).__name__}")
+        for key in value:
+            if key not in spec:
+                raise self.fail((*path, key), f"unknown key {key!r} in {what} (allowed: {', '.join(spec)})",
+                                rule="unknown_key")
+        for key, required in spec.items():
+            if required and key not in value:
+                raise self.fail(path, f"{what} lacks the required field {key!r}", rule="missing_field")
+        return value
+
+    def string(self, value, path: tuple, what: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(path, f"{what} must be a non-empty string")
+        return value
+
+    def boolean(self, value, path: tuple, what: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(path, f"{what} must be true or false")
+        return value
+
+    def expression(self, value, path: tuple, allowed: set[str]) -> str | int:
+        try:
+            used = expr.names(value)
+        except expr.ExprError as exc:
+            raise self.fail(path, str(exc), rule="expression") from None
+        unknown = sorted(used - allowed)
+        if unknown:
+            raise self.fail(path, f"expression {value!r} uses unknown name(s) {', '.join(unknown)}",
+                            rule="expression")
+        return value
+
+    def load(self) -> Mapping:
+        top = self.fields(self.doc.data, (), self.TOP, "the mapping file")
+        arch = self.string(top["architecture"], ("architecture",), "architecture")
+        if arch not in ARCHITECTURE_MODULES:
+            raise self.fail(("architecture",), f"unknown architecture {arch!r} "
+                            f"(known: {', '.join(ARCHITECTURE_MODULES)})", rule="unknown_architecture")
+        mod = architecture_module(arch)
+        for f in dataclasses.fields(mod.Args):
+            (self.bool_names if f.type in (bool, "bool") else self.config_names).add(f.name)
+        prefixes = self.load_prefixes(top.get("prefixes", {}))
+        symbols = self.load_symbols(top.get("symbols", {}))
+        names = self.config_names | {s for s, _ in symbols}
+        groups = self.load_parameters(top["parameters"], names, prefixes)
+        layer_count, kinds = self.load_layers(top.get("layers"), names, mod, groups, prefixes)
+        self.check_layer_placeholders(groups, kinds)
+        rules = self.load_rules(top["rules"])
+        for t, path in self.used_transforms.items():
+            if not any(t in r.transforms for r in rules.values()):
+                raise self.fail(path, f"transform {t!r} is used but no rule in 'rules' cites it (evidence)",
+                                rule="transform_without_rule")
+        source = top.get("source", "main")
+        return Mapping(
+            file=self.doc.file, sha256=self.sha256, architecture=arch,
+            component=self.string(top["component"], ("component",), "component"),
+            source=self.string(source, ("source",), "source"),
+            doc=self.string(top["doc"], ("doc",), "doc"),
+            prefixes=prefixes, symbols=symbols, layer_count=layer_count, kinds=kinds, rules=rules,
+            groups=groups,
+            other_components=self.load_others(top.get("other_components", []), names),
+            drops=self.load_drops(top.get("drop", [])),
+            unresolved=self.load_unresolved(top.get("unresolved", [])),
+        )
+
+    def load_prefixes(self, value) -> dict[str, dict[str, tuple[str, ...]]]:
+        out: dict[str, dict[str, tuple[str, ...]]] = {}
+        kinds = self.fields(value, ("prefixes",), dict.fromkeys(SOURCE_KINDS, False), "prefixes")
+        for kind, table in kinds.items():
+            if not isinstance(table, dict):
+                raise self.fail(("prefixes", kind), "prefixes per source kind must be a mapping")
+            out[kind] = {}
+            for name, alts in table.items():
+                path = ("prefixes", kind, name)
+                if not re.fullmatch(r"[a-z_]+", name) or name == LAYER_PLACEHOLDER:
+                    raise self.fail(path, f"placeholder name {name!r} must be lower-case letters and not 'l'")
+                if not isinstance(alts, list) or not alts or not all(isinstance(a, str) for a in alts):
+                    raise self.fail(path, "a prefix is a non-empty list of alternatives (strings)")
+                out[kind][name] = tuple(alts)
+        return out
+
+    def load_symbols(self, value) -> tuple[tuple[str, str | int], ...]:
+        if not isinstance(value, dict):
+            raise self.fail(("symbols",), "symbols must be a mapping of name: expression")
+        known = set(self.config_names)
+        out = []
+        for name, e in value.items():
+            if not re.fullmatch(r"[a-z_][a-z0-9_]*", name) or name in known or name == LAYER_PLACEHOLDER:
+                raise self.fail(("symbols", name), f"symbol {name!r} is not a new lower-case name")
+            out.append((name, self.expression(e, ("symbols", name), known)))
+            known.add(name)
+        return tuple(out)
+
+    def load_layers(self, value, names: set[str], mod, groups: dict, prefixes) -> tuple:
+        if value is None:
+            return None, {}
+        layers = self.fields(value, ("layers",), {"count": True, "kinds": True}, "layers")
+        count = self.expression(layers["count"], ("layers", "count"), names)
+        kinds_in = layers["kinds"]
+        if not isinstance(kinds_in, dict) or not kinds_in:
+            raise self.fail(("layers", "kinds"), "kinds must be a non-empty mapping")
+        kinds = {}
+        for kind, spec in kinds_in.items():
+            path = ("layers", "kinds", kind)
+            if kind not in mod.LAYER_KINDS:
+                raise self.fail(path, f"layer kind {kind!r} is not one of {mod.__name__}.LAYER_KINDS "
+                                f"{mod.LAYER_KINDS}", rule="unknown_layer_kind")
+            spec = self.fields(spec, path, {"groups": True, "probe": True}, f"layer kind {kind}")
+            gs = spec["groups"]
+            if not isinstance(gs, list) or not gs:
+                raise self.fail((*path, "groups"), "groups must be a non-empty list")
+            for g in gs:
+                if g not in groups:
+                    raise self.fail((*path, "groups"), f"group {g!r} is not under 'parameters'",
+                                    rule="unknown_group")
+            probes = self.fields(spec["probe"], (*path, "probe"), dict.fromkeys(SOURCE_KINDS, False), "probe")
+            for sk, t in probes.items():
+                self.template(t, (*path, "probe", sk), {LAYER_PLACEHOLDER} | set(prefixes.get(sk, {})))
+            kinds[kind] = LayerKind(kind, tuple(gs), dict(probes))
+        return count, kinds
+
+    def template(self, text, path: tuple, allowed: set[str]) -> str:
+        text = self.string(text, path, "a name template")
+        for ph in PLACEHOLDER_RE.findall(text):
+            if ph not in allowed:
+                raise self.fail(path, f"unknown placeholder {{{ph}}} (allowed here: "
+                                f"{', '.join(sorted(allowed)) or 'none'})", rule="placeholder")
+        return text
+
+    def load_rules(self, value) -> dict[str, Rule]:
+        if not isinstance(value, dict) or not value:
+            raise self.fail(("rules",), "rules must be a non-empty mapping of name: rule")
+        out = {}
+        for name, spec in value.items():
+            path = ("rules", name)
+            spec = self.fields(spec, path, {"transforms": True, "evidence": True, "inferred": False}, f"rule {name}")
+            ts = spec["transforms"]
+            if not isinstance(ts, list):
+                raise self.fail((*path, "transforms"), "transforms must be a list (possibly empty)")
+            for t in ts:
+                if t not in transform_registry.REGISTRY:
+                    raise self.fail((*path, "transforms"), f"unknown transform {t!r}", rule="unknown_transform")
+            out[name] = Rule(name, tuple(ts), self.string(spec["evidence"], (*path, "evidence"), "evidence"),
+                             self.boolean(spec.get("inferred", False), (*path, "inferred"), "inferred"),
+                             self.doc.line(path))
+        return out
+
+    def load_parameters(self, value, names: set[str], prefixes) -> dict[str, tuple[ParameterRule, ...]]:
+        if not isinstance(value, dict) or not value:
+            raise self.fail(("parameters",), "parameters must be a non-empty mapping of group: parameters")
+        out: dict[str, tuple[ParameterRule, ...]] = {}
+        seen: set[str] = set()
+        for group, params in value.items():
+            if not isinstance(params, dict) or not params:
+                raise self.fail(("parameters", group), "a parameter group must be a non-empty mapping")
+            rules = []
+            for name, spec in params.items():
+                path = ("parameters", group, name)
+                if not NAME_RE.fullmatch(name):
+                    raise self.fail(path, f"parameter name {name!r} is not a path of lower-case segments")
+                if name in seen:
+                    raise self.fail(path, f"parameter {name!r} is defined twice", rule="duplicate_parameter")
+                seen.add(name)
+                rules.append(self.load_parameter(name, group, spec, path, names, prefixes))
+            out[group] = tuple(rules)
+        return out
+
+    def load_parameter(self, name: str, group: str, spec, path: tuple, names: set[str], prefixes) -> ParameterRule:
+        spec = self.fields(spec, path, self.PARAM, f"parameter {name}")
+        repeat: list[tuple[str, str | int]] = []
+        if "repeat" in spec:
+            rep = spec["repeat"]
+            if not isinstance(rep, dict) or not rep:
+                raise self.fail((*path, "repeat"), "repeat must map a placeholder to a count expression")
+            for ph, count in rep.items():
+                if not re.fullmatch(r"[a-k,m-z]", ph):
+                    raise self.fail((*path, "repeat", ph), f"repeat placeholder {ph!r} must be one letter, not 'l'")
+                repeat.append((ph, self.expression(count, (*path, "repeat", ph), names)))
+        placeholders = {LAYER_PLACEHOLDER} | {ph for ph, _ in repeat}
+        local = names | placeholders
+        for ph in PLACEHOLDER_RE.findall(name):
+            if ph not in placeholders:
+                raise self.fail(path, f"unknown placeholder {{{ph}}} in parameter name", rule="placeholder")
+        shape = spec["shape"]
+        if not isinstance(shape, list) or len(shape) > 16:
+            raise self.fail((*path, "shape"), "shape must be a list of at most 16 expressions")
+        shape = tuple(self.expression(d, (*path, "shape", i), local) for i, d in enumerate(shape))
+        role = self.string(spec["role"], (*path, "role"), "role")
+        if not ROLE_RE.fullmatch(role):
+            raise self.fail((*path, "role"), f"role {role!r} must be dotted lower-case words (mlp.gate)")
+        sources = {}
+        for sk in SOURCE_KINDS:
+            if sk in spec:
+                sources[sk] = self.load_source(spec[sk], (*path, sk), local, placeholders | set(prefixes.get(sk, {})))
+        tied_to = tied_when = None
+        if "tied_to" in spec:
+            tie = self.fields(spec["tied_to"], (*path, "tied_to"), {"parameter": True, "when": False}, "tied_to")
+            tied_to = self.string(tie["parameter"], (*path, "tied_to", "parameter"), "tied_to.parameter")
+            tied_when = tie.get("when")
+            if tied_when is not None and tied_when not in self.bool_names:
+                raise self.fail((*path, "tied_to", "when"), f"{tied_when!r} is not a boolean config field "
+                                f"of the architecture (booleans: {', '.join(sorted(self.bool_names))})")
+        if not sources and tied_to is None:
+            raise self.fail(path, f"parameter {name} has no source ({' or '.join(SOURCE_KINDS)}) and is not tied",
+                            rule="missing_field")
+        inp = spec.get("input")
+        if inp is not None:
+            inp = self.template(inp, (*path, "input"), placeholders)
+        return ParameterRule(
+            name=name, group=group, shape=shape, role=role, input=inp, sources=sources, tied_to=tied_to,
+            tied_when=tied_when, repeat=tuple(repeat),
+            evidence=self.string(spec["evidence"], (*path, "evidence"), "evidence"),
+            inferred=self.boolean(spec.get("inferred", False), (*path, "inferred"), "inferred"),
+            line=self.doc.line(path))
+
+    def load_source(self, value, path: tuple, names: set[str], placeholders: set[str]) -> SourceRule:
+        if isinstance(value, str):
+            return SourceRule(self.template(value, path, placeholders), (), self.doc.line(path))
+        spec = self.fields(value, path, {"tensor": True, "transforms": False}, "a source rule")
+        steps = []
+        ts = spec.get("transforms", [])
+        if not isinstance(ts, list):
+            raise self.fail((*path, "transforms"), "transforms must be a list")
+        for i, step in enumerate(ts):
+            steps.append(self.load_step(step, (*path, "transforms", i), names))
+        return SourceRule(self.template(spec["tensor"], (*path, "tensor"), placeholders), tuple(steps),
+                          self.doc.line(path))
+
+    def load_step(self, step, path: tuple, names: set[str]) -> TransformStep:
+        if isinstance(step, str):
+            name, args = step, {}
+        elif isinstance(step, dict) and len(step) == 1:
+            name, args = next(iter(step.items()))
+            path = (*path, name)
+            if not isinstance(args, dict):
+                raise self.fail(path, f"arguments of {name} must be a mapping")
+        else:
+            raise self.fail(path, "a transform is a name or a one-key mapping {name: {arg: expression}}")
+        if name not in transform_registry.REGISTRY:
+            raise self.fail(path, f"unknown transform {name!r} (known: "
+                            f"{', '.join(sorted(transform_registry.REGISTRY))})", rule="unknown_transform")
+        t = transform_registry.REGISTRY[name]
+        missing = [p for p in t.params if p not in args]
+        extra = [a for a in args if a not in t.params]
+        if missing or extra:
+            raise self.fail(path, f"transform {name} takes ({', '.join(t.params)}); "
+                            f"missing {missing or 'none'}, unknown {extra or 'none'}", rule="transform_args")
+        self.used_transforms.setdefault(name, path)
+        return TransformStep(name, tuple((a, self.expression(args[a], (*path, a), names)) for a in t.params),
+                             self.doc.line(path))
+
+    def check_layer_placeholders(self, groups: dict, kinds: dict[str, LayerKind]) -> None:
+        per_layer = {g for k in kinds.values() for g in k.groups}
+        for group, rules in groups.items():
+            for r in rules:
+                has_l = f"{{{LAYER_PLACEHOLDER}}}" in r.name
+                if group in per_layer and not has_l:
+                    raise self.fail(("parameters", group, r.name),
+                                    f"{r.name} is in per-layer group {group} but has no {{l}}", rule="placeholder")
+                if group not in per_layer and has_l:
+                    raise self.fail(("parameters", group, r.name),
+                                    f"{r.name} uses {{l}} but group {group} is not a layer kind's group",
+                                    rule="placeholder")
+                if group not in per_layer:
+                    for sk, src in r.sources.items():
+                        if "{l}" in src.tensor:
+                            raise self.fail(("parameters", group, r.name, sk), f"unknown placeholder {{l}} in "
+                                            f"{src.tensor}: group {group} is global", rule="placeholder")
+                    if r.input and "{l}" in r.input:
+                        raise self.fail(("parameters", group, r.name, "input"), f"unknown placeholder {{l}} in "
+                                        f"{r.input}: group {group} is global", rule="placeholder")
+
+    def load_others(self, value, names: set[str]) -> tuple[OtherComponent, ...]:
+        if not isinstance(value, list):
+            raise self.fail(("other_components",), "other_components must be a list")
+        out = []
+        for i, spec in enumerate(value):
+            path = ("other_components", i)
+            spec = self.fields(spec, path, {"component": True, "evidence": True, "gguf_from_layer": False,
+                                            **dict.fromkeys(SOURCE_KINDS, False)}, "an other_components entry")
+            pats = {sk: self.regex(spec[sk], (*path, sk)) for sk in SOURCE_KINDS if sk in spec}
+            from_layer = spec.get("gguf_from_layer")
+            if from_layer is not None:
+                from_layer = self.expression(from_layer, (*path, "gguf_from_layer"), names)
+            if not pats and from_layer is None:
+                raise self.fail(path, "an other_components entry needs a pattern or gguf_from_layer")
+            out.append(OtherComponent(self.string(spec["component"], (*path, "component"), "component"), pats,
+                                      from_layer, self.string(spec["evidence"], (*path, "evidence"), "evidence")))
+        return tuple(out)
+
+    def load_drops(self, value) -> tuple[Drop, ...]:
+        if not isinstance(value, list):
+            raise self.fail(("drop",), "drop must be a list")
+        out = []
+        for i, spec in enumerate(value):
+            path = ("drop", i)
+            spec = self.fields(spec, path, {"evidence": True, **dict.fromkeys(SOURCE_KINDS, False)}, "a drop entry")
+            pats = {sk: self.regex(spec[sk], (*path, sk)) for sk in SOURCE_KINDS if sk in spec}
+            if not pats:
+                raise self.fail(path, "a drop entry needs a pattern for at least one source kind")
+            out.append(Drop(pats, self.string(spec["evidence"], (*path, "evidence"), "evidence")))
+        return tuple(out)
+
+    def regex(self, value, path: tuple) -> str:
+        value = self.string(value, path, "a pattern")
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise self.fail(path, f"pattern {value!r} does not compile: {exc}") from None
+        return value
+
+    def load_unresolved(self, value) -> tuple[str, ...]:
+        if not isinstance(value, list):
+            raise self.fail(("unresolved",), "unresolved must be a list of strings")
+        return tuple(self.string(v, ("unresolved", i), "an unresolved note") for i, v in enumerate(value))
