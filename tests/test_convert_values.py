@@ -195,3 +195,28 @@ def test_nvfp4_falls_back_where_the_shape_does_not_allow_it(artifacts):
         assert objs["text/layers/0/gdn/a_b_projection"].format == "bf16"  # N = 8 rows
         notes = art.provenance["objects"]["text/layers/0/gdn/a_b_projection"]["notes"]
         assert "fallback bf16" in notes[0]
+
+
+def test_a_mapping_without_the_v_head_rule_is_caught(models, tmp_path):
+    """Dropping the tiled → grouped rule from one mapping entry keeps every size right; only the per-head
+    comparison notices (the seed 003 §5 failure mode)."""
+    from converters.architectures import qwen35 as arch
+    from converters.engine import parameter_values
+    from converters.mapping import MAPPINGS_DIR, bind, load_mapping
+    from converters.sources import open_source
+
+    rule = ('tensor: "blk.{l}.attn_gate.weight"\n        transforms:\n          - v_heads_tiled_to_grouped: '
+            '{num_k_heads: linear_num_key_heads, num_v_heads: linear_num_value_heads, '
+            'head_dim: linear_value_head_dim, start: 0}')
+    text = (MAPPINGS_DIR / "qwen35.yaml").read_text()
+    assert rule in text
+    (tmp_path / "qwen35.yaml").write_text(text.replace(rule, 'tensor: "blk.{l}.attn_gate.weight"'))
+    with open_source(models / "q35.F32.gguf") as src:
+        for mapping, broken in ((load_mapping(MAPPINGS_DIR / "qwen35.yaml"), False),
+                                (load_mapping(tmp_path / "qwen35.yaml"), True)):
+            bound = bind([mapping], arch.Args.from_config(CFG35), {"main": src})
+            z = parameter_values({"main": src}, bound.parameter("text/layers/0/gdn/z"))
+            want = REF35["text/layers/0/gdn/z"]
+            assert z.shape == want.shape
+            problems = head_order_problems(z, want, 0, CFG35["linear_num_value_heads"])
+            assert bool(problems) == broken, problems
