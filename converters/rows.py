@@ -80,6 +80,15 @@ class TensorRows:
         self.big_endian = getattr(header, "byte_order", "little") == "big"
 
     def _map(self, first: int, count: int) -> np.ndarray:
+        try:
+            return self._map_rows(first, count)
+        except (OSError, ValueError) as exc:  # the file changed (shrank) since its header was checked
+            t = self.tensor
+            raise SourceError(f"{t.name}: cannot map rows [{first}, {first + count}): {exc}", file=str(t.file),
+                              json_path=t.name, code="execution_failure", category="io_error",
+                              rule="read_tensor") from None
+
+    def _map_rows(self, first: int, count: int) -> np.ndarray:
         t, s = self.tensor, self.storage
         if s.row_bytes is None:
             if first != 0 or count != s.rows:

@@ -110,3 +110,23 @@ def test_bad_recipe_is_refused_before_reading(src, tmp_path, capsys):
     bad.write_text("name: bad\ndescription: d\nroles:\n  mlp.*: {format: q7}\n")
     rc, _, err = run(capsys, "gguf2ninfer", tmp_path / "missing.gguf", tmp_path / "x.ninfer", "--recipe", bad)
     assert rc == 1 and "bad.yaml:4" in err and "unknown format 'q7'" in err
+
+
+def test_a_source_truncated_after_opening_is_a_typed_error(src, tmp_path):
+    import shutil
+
+    from converters.convert import plan_conversion
+    from converters.engine import open_model
+    from converters.errors import SourceError
+    from converters.produce import Producer
+    from converters.recipes import load_recipe
+
+    path = tmp_path / "t.gguf"
+    shutil.copy(src / "m.gguf", path)
+    with open_model(path) as model:
+        plan = plan_conversion(model, load_recipe("exact"))
+        with open(path, "r+b") as f:
+            f.truncate(path.stat().st_size // 2)
+        last = [o for o in plan.objects if o.kind == "tensor"][-1]
+        with pytest.raises(SourceError, match="cannot map rows"):
+            Producer(model.sources).produce(last)
