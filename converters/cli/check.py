@@ -1,0 +1,77 @@
+"""``convert check --gguf SRC [--template TPL] [--recipe R] [--json]``: the read-only conversion self-test.
+
+CHECK 1 geometry, CHECK 2 byte round trip + decode equality + the multiplier plausibility probe (prints
+``IMPLAUSIBLE -- offset bug?``), CHECK 3 producer smoke of every object (borrowed template objects listed);
+then ``RESULT: OK`` (exit 0) or ``RESULT: FAILED`` (exit 1). Nothing is written (:mod:`converters.check`).
+
+Examples::
+
+    convert check --gguf model.Q8_0.gguf
+    convert check --gguf bonsai.gguf --template tpl.ninfer --json
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from converters.cli.output import command, console, emit_json, table
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "NO"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def print_check(r: dict) -> None:
+    console.print(f"source {r['source']}  recipe {r['recipe']}" + (f"  template {r['template']}" if r["template"] else ""))
+    rows = [[g["source_type"], g["n"], g["k"], g["format"], g["method"], g["tensors"], _fmt(g["groups_per_row"]),
+             _fmt(g["source_bytes"]), _fmt(g["payload_bytes"]), _fmt(g["pad"]), g["note"]] for g in r["check1"]["groups"]]
+    console.print(table("CHECK 1 - geometry (source type, n, k)", ["type", "n", "k", "target", "method", "pieces",
+                                                                  "groups/row", "src bytes", "payload", "pad", "note"], rows))
+    rows = []
+    for s in r["check2"]["samples"]:
+        p = s["probe"]
+        probe = "-" if p is None else (
+            f"{'PLAUSIBLE' if p['plausible'] else 'IMPLAUSIBLE -- offset bug?'} (nonfinite {p['nonfinite']}, "
+            f"negative {p['negative']}, hi_distinct {p['hi_distinct']}, median {p['median']:.3g})")
+        rows.append([s["tensor"], s["type"], s["target"] or "-", _fmt(s["bytes_equal"]), _fmt(s["decode_equal"]), probe,
+                     s["verdict"] + ("" if "problems" not in s else ": " + "; ".join(s["problems"]))])
+    console.print(table("CHECK 2 - byte round trip, decode equality, offset probe (one tensor per role)",
+                        ["tensor", "type", "target", "bytes_equal", "decode_equal", "probe", "verdict"], rows))
+    c3 = r["check3"]
+    bad = [o for o in c3["objects"] if o["status"] not in ("OK", "borrowed")]
+    rows = [[o["object"], "×".join(map(str, o.get("shape", []))), o.get("format", o["kind"]), _fmt(o["bytes"]),
+             _fmt(o.get("produced")), o["status"]] for o in bad]
+    rows += [[f"{p}/*", "", "", "", "", f"(borrowed) SKIP x{n}"] for p, n in c3["borrowed"].items()]
+    rows.append([f"{c3['produced']} produced objects", "", "", "", "", "all sizes OK" if not bad else f"{len(bad)} FAILED"])
+    console.print(table("CHECK 3 - producer smoke (shape and size of every object)",
+                        ["object", "shape", "format", "planned", "produced", "status"], rows))
+    console.print("[dim]check compares sizes and a sample of values; it is no substitute for "
+                  "`convert verify OUT.ninfer --source SRC` after writing.[/]")
+    console.print("RESULT: OK" if r["result"] == "OK" else "[bold red]RESULT: FAILED[/]", highlight=False)
+
+
+@command("check")
+def check(
+    gguf: Path = typer.Option(..., "--gguf", help="GGUF source to self-test.", show_default=False),
+    template: Path = typer.Option(None, "--template", help="Template artifact (objects to borrow are listed)."),
+    recipe: str = typer.Option(None, "--recipe", help="Recipe name or file (default: the template's, else groupwise-int)."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    components: str = typer.Option("text", "--components", help="Comma-separated components."),
+) -> None:
+    """Read-only self-test of a conversion: CHECK 1 geometry, CHECK 2 round trip + offset probe, CHECK 3 producer smoke."""
+    from converters.check import run_check
+
+    comps = tuple(c.strip() for c in components.split(",") if c.strip()) or ("text",)
+    result = run_check(gguf, template=template, recipe=recipe, components=comps)
+    if json_out:
+        emit_json(result)
+    else:
+        print_check(result)
+    if result["result"] != "OK":
+        raise typer.Exit(1)

@@ -1,0 +1,83 @@
+"""``convert verify OUT.ninfer [--source SRC] [--sweep] [--layers 0,3] [--json]``: acceptance after writing.
+
+Seven gates (:mod:`converters.gates.verify`): structure, coverage, codec validity, values, order probes,
+resources, golden numerics. Exit 0 when no gate fails (``pass``, or ``incomplete`` when gates were skipped
+for want of ``--source``: printed as such, never as a pass), 1 when any gate fails.
+
+Examples::
+
+    convert verify out/model.ninfer --source model.gguf            # sampled layers
+    convert verify out/model.ninfer --source ./hf-dir --sweep      # every layer
+    convert verify out/model.ninfer --layers 0,3 --source model.gguf --json
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from converters.cli.output import command, console, emit_json, table
+from converters.errors import ConverterError
+
+STYLE = {"pass": "green", "pass_with_warnings": "yellow", "fail": "bold red", "skipped": "yellow"}
+
+
+def parse_layers(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        out = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"expected comma-separated layer numbers, got {text!r}", param_hint="--layers") from None
+    if not out or any(i < 0 for i in out):
+        raise typer.BadParameter("expected one or more non-negative layer numbers", param_hint="--layers")
+    return out
+
+
+def print_report(r) -> None:
+    rows = []
+    for g in r.gates:
+        status = g.status if g.skipped is None or g.status == "fail" else f"skipped: {g.skipped}"
+        worst = next((i for i in g.issues if i.severity == "ERROR"), g.issues[0] if g.issues else None)
+        evidence = "" if worst is None else f"{worst.code}: {worst.evidence}"
+        more = len(g.issues) - 1
+        if more > 0 and worst is not None:
+            evidence += f" (+{more} more)"
+        rows.append([g.number, g.name, f"[{STYLE.get(g.status, 'white')}]{status}[/]", evidence])
+    console.print(table(f"verify {r.artifact}" + (f" against {r.source}" if r.source else " (no source)"),
+                        ["gate", "name", "status", "evidence"], rows))
+    g4, g7 = r.gate(4).evidence, r.gate(7).evidence
+    if g4:
+        console.print(f"values: layers {g4['layers']} ({g4['layers_bound']} bound), {g4['parameters']} parameters, "
+                      f"{g4['exact']} exact, worst cosine {g4['worst_cosine']}")
+    if g7:
+        console.print(f"golden: {len(g7['tokens'])} tokens, {g7['precision_class']} class, top-1 "
+                      f"{g7['top1_agreement']:.3f}, cosine {g7['cosine']:.6f}, max abs error {g7['max_abs_error']:.4g}")
+    color = {"pass": "bold green", "incomplete": "bold yellow", "fail": "bold red"}[r.result]
+    console.print(f"[{color}]VERIFY: {r.result.upper()}[/]")
+
+
+@command("verify")
+def verify_cmd(
+    artifact: Path = typer.Argument(..., help="Entry file of the artifact to accept.", show_default=False),
+    source: Path = typer.Option(None, "--source", help="The GGUF file or HF directory it was converted from."),
+    sweep: bool = typer.Option(False, "--sweep", help="Compare every layer (default: a sample of layers)."),
+    layers: str = typer.Option(None, "--layers", help="Compare these layers, e.g. 0,3."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Acceptance of a written artifact: seven gates, values and order compared with the source."""
+    from converters.gates.verify import verify
+
+    chosen = parse_layers(layers)
+    if sweep and chosen is not None:
+        raise typer.BadParameter("--sweep and --layers exclude each other", param_hint="--layers")
+    if not artifact.exists() and not artifact.is_symlink():
+        raise ConverterError("artifact does not exist", file=str(artifact), rule="verify_target")
+    report = verify(artifact, source, sweep=sweep, layers=chosen)
+    if json_out:
+        emit_json(report.to_json())
+    else:
+        print_report(report)
+    if report.result == "fail":
+        raise typer.Exit(1)

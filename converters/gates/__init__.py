@@ -1,0 +1,12 @@
+"""Acceptance gates for ``.ninfer`` artifacts: ``convert verify`` (against the source) and ``convert validate``
+(static, seed 004 Gates A–F), one vocabulary of finding codes (:mod:`.codes`).
+
+- :mod:`.structure` — every container rule and the filesystem checks (verify 1 and 3; validate A, B, C, F);
+- :mod:`.contract`, :mod:`.coverage` — the logical parameters an architecture requires, binding coverage;
+- :mod:`.decode` — row blocks of a parameter from the artifact and from the source, in bounded memory;
+- :mod:`.tolerance`, :mod:`.values` — values and order probes against the source (verify 4, 5);
+- :mod:`.resources` — resources against the source and their recorded hashes (verify 6; validate E);
+- :mod:`.numerics` — golden numerics (verify 7);
+- :mod:`.capacity`, :mod:`.supply`, :mod:`.prerun` — validate D, E, F;
+- :mod:`.verify` — the verify pipeline and its report.
+"""

@@ -1,0 +1,126 @@
+"""The logical-parameter contract of the text component, from an artifact's config alone.
+
+Used when no source is given (``convert validate``, ``convert verify`` without ``--source``): which
+parameters a Qwen3 / Qwen3.5 text model must bind, with which shapes, and the use input of each
+(helper-brief "Contract: logical parameter names, inputs, config"). Shapes come from
+:func:`converters.golden.parameter_shapes`, the forward pass's own statement of what it reads, so the
+coverage check and the golden gate agree on one list. With a source, the mapping's bound parameters are
+authoritative instead (:func:`expected_from_bound`); both give :class:`Expected` records.
+
+Also here: the head structure of each parameter (which axis holds heads, and the slice boundaries), used by
+the order probes of ``verify`` gate 5.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from converters.errors import ConverterError
+from converters.golden import TextSpec, parameter_shapes
+
+#: contract objects consumed by name rather than through a binding (helper-brief "Hadamard")
+CONTRACT_OBJECTS = frozenset({"text/hadamard_widths"})
+
+# logical-name suffix (after text/layers/{l}/) -> use input suffix (helper-brief "Use inputs")
+LAYER_INPUTS = {
+    **dict.fromkeys(("attention/query", "attention/key", "attention/value", "attention/gate", "gdn/query", "gdn/key",
+                     "gdn/value", "gdn/z", "gdn/a", "gdn/b"), "mixer_input"),
+    "attention/output": "attention/output_input",
+    "gdn/output": "gdn/output_input",
+    "mlp/gate": "mlp_input",
+    "mlp/up": "mlp_input",
+    "mlp/down": "mlp/product",
+}
+GLOBAL_INPUTS = {"text/output_head": "text/final_hidden"}
+
+
+@dataclass(frozen=True)
+class Expected:
+    """A logical parameter an artifact must bind: shape, use input (None: no use), and whether it may be absent
+    (``text/output_head`` of a tied model may be bound to the embedding's object or left out)."""
+
+    name: str
+    shape: tuple[int, ...]
+    input: str | None
+    optional: bool = False
+    component: str = "text"
+    layer: int | None = None
+
+
+def layer_of(name: str) -> int | None:
+    parts = name.split("/")
+    if len(parts) > 2 and parts[1] == "layers" and parts[2].isdigit():
+        return int(parts[2])
+    return None
+
+
+def use_input(name: str) -> str | None:
+    """The contract's use input of a text parameter (None when it has no use)."""
+    if name in GLOBAL_INPUTS:
+        return GLOBAL_INPUTS[name]
+    layer = layer_of(name)
+    if layer is None:
+        return None
+    suffix = name.split("/", 3)[3]
+    inp = LAYER_INPUTS.get(suffix)
+    return f"text/layers/{layer}/{inp}" if inp else None
+
+
+def text_spec(config: Mapping) -> TextSpec:
+    """The text spec of a config; a :class:`ConverterError` (rule ``golden_config``) names a missing field."""
+    return TextSpec.from_config(config)
+
+
+def expected_text(config: Mapping) -> dict[str, Expected]:
+    """Every text parameter the contract requires of ``config`` (name → :class:`Expected`)."""
+    spec = text_spec(config)
+    shapes = parameter_shapes(spec)
+    out = {n: Expected(n, tuple(s), use_input(n), layer=layer_of(n)) for n, s in shapes.items()}
+    if spec.tie_word_embeddings:
+        out["text/output_head"] = Expected("text/output_head", shapes["text/token_embedding"],
+                                           GLOBAL_INPUTS["text/output_head"], optional=True)
+    return out
+
+
+def expected_from_bound(bound) -> dict[str, Expected]:
+    """The parameters of a :class:`~converters.mapping.BoundModel` (the source's mapping) as :class:`Expected`."""
+    return {p.name: Expected(p.name, tuple(p.shape), p.input, component=p.component, layer=p.layer)
+            for p in bound.parameters}
+
+
+def heads(name: str, spec: TextSpec) -> tuple[int, list[tuple[int, int]]] | None:
+    """(axis, [(start, stop), ...]) of the head slices of a head-structured text parameter, else None.
+
+    Attention heads are ``head_dim`` rows (query, gate, key, value) or columns (output); gated delta net key
+    heads ``linear_key_head_dim`` rows, value heads ``linear_value_head_dim`` rows (value, z) or columns
+    (output) or one element (a, b, dt_bias, a_log); ``conv1d`` channels are q, k and v heads in order."""
+    layer = layer_of(name)
+    if layer is None:
+        return None
+    suffix = name.split("/", 3)[3]
+    hd, nh, nkv = spec.head_dim, spec.num_heads, spec.num_kv_heads
+    hk, hv = spec.linear_num_key_heads, spec.linear_num_value_heads
+    dk, dv = spec.linear_key_head_dim, spec.linear_value_head_dim
+
+    def even(n: int, size: int) -> list[tuple[int, int]]:
+        return [(i * size, (i + 1) * size) for i in range(n)]
+
+    table = {
+        "attention/query": (0, even(nh, hd)), "attention/gate": (0, even(nh, hd)),
+        "attention/key": (0, even(nkv, hd)), "attention/value": (0, even(nkv, hd)),
+        "attention/output": (1, even(nh, hd)),
+    }
+    if hv:
+        conv = even(2 * hk, dk) + [(2 * hk * dk + s, 2 * hk * dk + e) for s, e in even(hv, dv)]
+        table.update({
+            "gdn/query": (0, even(hk, dk)), "gdn/key": (0, even(hk, dk)), "gdn/value": (0, even(hv, dv)),
+            "gdn/z": (0, even(hv, dv)), "gdn/output": (1, even(hv, dv)), "gdn/conv1d": (0, conv),
+            **dict.fromkeys(("gdn/a", "gdn/b", "gdn/dt_bias", "gdn/a_log"), (0, even(hv, 1))),
+        })
+    return table.get(suffix)
+
+
+def config_error_text(exc: ConverterError) -> str:
+    where = f" ({exc.json_path})" if exc.json_path else ""
+    return f"{exc.message}{where}"

@@ -1,0 +1,275 @@
+"""``convert verify``: acceptance of a written artifact, seven gates with pass/fail and evidence (issue 7).
+
+Seed 003 §1/§5: a written artifact is not an accepted artifact, and a check that only counts bytes passes on
+wrongly ordered rows. The gates, in order:
+
+1. **structure** — every container rule (``ninfer_core.validate``) and the filesystem checks;
+2. **coverage** — every logical parameter of the architecture and selected components bound in its logical
+   shape with its use, no unconsumed object (from the source's mapping; without a source, the text contract);
+3. **codec validity** — every object's encoding and bytes (codes, multipliers, padding);
+4. **values** — each parameter against the source after the mapped transforms: exact where provenance says
+   exact, within the format's tolerance where requantized (:mod:`converters.gates.values`);
+5. **order probes** — per-row and per-head comparison with the source (:mod:`converters.gates.values`);
+6. **resources** — identical to the source's (and to the sha256 provenance records);
+7. **golden numerics** — reference forward on source and artifact, logits compared
+   (:mod:`converters.gates.numerics`).
+
+Gates 4–7 need the source; without ``source`` they are ``skipped`` with the reason "no source" — never
+``pass`` — and the result is ``incomplete``. Gates 4–5 sample layers (the first layer of each kind and the
+last) unless ``sweep`` or explicit ``layers``; gate 7 always runs the whole model on a few tokens.
+A gate that could not run because an earlier one failed (no artifact to read) is ``skipped`` with that reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from converters.errors import ConverterError
+from converters.gates import codes
+from converters.gates.codes import Issue
+from converters.gates.contract import expected_from_bound, expected_text, layer_of, text_spec
+from converters.gates.coverage import check_coverage
+from converters.gates.numerics import check_golden
+from converters.gates.resources import check_against_source, check_recorded_hashes
+from converters.gates.structure import check_structure, relative_name
+from converters.gates.values import check_parameters
+
+log = logging.getLogger(__name__)
+
+SCHEMA = "ninfer-artifact-verify/v1"
+GATES = ((1, "structure"), (2, "coverage"), (3, "codec_validity"), (4, "values"), (5, "order_probes"),
+         (6, "resources"), (7, "golden_numerics"))
+NO_SOURCE = "no source"
+
+
+@dataclass
+class GateResult:
+    number: int
+    name: str
+    issues: list[Issue] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
+    skipped: str | None = None
+    evidence: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def status(self) -> str:
+        worst = max((_rank(i.severity) for i in self.issues), default=0)
+        if worst == 3:
+            return "fail"
+        if self.skipped is not None:
+            return "skipped"
+        return "pass_with_warnings" if worst >= 1 else "pass"
+
+    def to_dict(self) -> dict:
+        out = {"gate": self.number, "name": self.name, "status": self.status}
+        if self.skipped is not None:
+            out["reason"] = f"skipped: {self.skipped}"
+        out["checks"] = list(self.checks)
+        out["findings"] = [i.to_dict() for i in self.issues]
+        if self.evidence:
+            out["evidence"] = self.evidence
+        out["seconds"] = round(self.seconds, 3)
+        return out
+
+
+def _rank(severity: str) -> int:
+    return {"ERROR": 3, "BLOCKED_REPRODUCIBILITY": 2, "INFO": 0}.get(severity, 1)
+
+
+@dataclass
+class VerifyReport:
+    artifact: str
+    source: str | None
+    layers: list[int] | None
+    sweep: bool
+    gates: list[GateResult]
+
+    @property
+    def result(self) -> str:
+        statuses = [g.status for g in self.gates]
+        if "fail" in statuses:
+            return "fail"
+        if "skipped" in statuses:
+            return "incomplete"
+        return "pass"
+
+    @property
+    def ok(self) -> bool:
+        return self.result != "fail"
+
+    def gate(self, number: int) -> GateResult:
+        return self.gates[number - 1]
+
+    def codes(self, number: int | None = None) -> set[str]:
+        gates = self.gates if number is None else [self.gate(number)]
+        return {i.code for g in gates for i in g.issues}
+
+    def to_json(self) -> dict:
+        return {"schema": SCHEMA, "artifact": self.artifact, "source": self.source,
+                "layers": "all" if self.sweep else self.layers, "gates": [g.to_dict() for g in self.gates],
+                "result": self.result}
+
+
+def sample_layers(layer_kinds: list[str]) -> list[int]:
+    """The first layer of each kind and the last layer (seed 003: layer 0 is GDN, layer 3 attention)."""
+    first = {}
+    for i, kind in enumerate(layer_kinds):
+        first.setdefault(kind, i)
+    return sorted({*first.values(), len(layer_kinds) - 1}) if layer_kinds else []
+
+
+def _components(art) -> tuple[str, ...]:
+    ident = art.metadata.get("identity")
+    comps = ident.get("components") if isinstance(ident, dict) else None
+    if isinstance(comps, list) and comps and all(isinstance(c, str) for c in comps):
+        return tuple(comps)
+    return tuple(c for c in art.components if c == "text") or ("text",)
+
+
+def verify(path, source=None, *, sweep: bool = False, layers: Iterable[int] | None = None) -> VerifyReport:
+    """Run the seven gates on the artifact whose entry is ``path``, comparing with ``source`` when given
+    (a GGUF file, an HF directory, or an open Source)."""
+    path = Path(path)
+    gates = {n: GateResult(n, name) for n, name in GATES}
+    layer_list = sorted(set(layers)) if layers is not None else None
+    report = VerifyReport(str(path), None if source is None else str(getattr(source, "path", source)),
+                          layer_list, sweep, list(gates.values()))
+    t0 = time.perf_counter()
+    st = check_structure(path)
+    gates[1].issues, gates[1].checks = st.container_issues, list(st.checks)
+    gates[3].issues, gates[3].checks = st.codec_issues, ["encodings", "codec_values"]
+    gates[1].seconds = gates[3].seconds = time.perf_counter() - t0
+    art = st.artifact
+    if art is None:
+        for n in (2, 4, 5, 6, 7):
+            gates[n].skipped = f"the artifact cannot be opened ({st.open_error})"
+        return report
+    try:
+        _gates_with_artifact(art, path, source, gates, report, sweep, layer_list)
+    finally:
+        st.close()
+    return report
+
+
+def _gates_with_artifact(art, path: Path, source, gates, report, sweep, layer_list) -> None:
+    text = art.components.get("text")
+    config = dict(text.config) if text is not None else {}
+    only_layer = art.provenance.get("only_layer")
+    model = None
+    if source is not None:
+        from converters.engine import open_model
+
+        model = open_model(source, components=_components(art))
+    try:
+        t0 = time.perf_counter()
+        g2 = gates[2]
+        g2.checks = ["bindings_present", "binding_shapes", "uses", "objects_consumed"]
+        if model is not None:
+            expected = expected_from_bound(model.bound)
+            g2.evidence["parameters_from"] = "source mapping"
+            unchecked = ()
+        else:
+            try:
+                expected = expected_text(config)
+            except ConverterError as exc:
+                g2.issues.append(Issue("NINFER_CONFIG_INVALID", f"components.text.config: {exc.message} "
+                                       f"({exc.json_path})", path="$.components.text.config"))
+                expected = {}
+            g2.evidence["parameters_from"] = "text contract (no source)"
+            unchecked = tuple(c for c in art.components if c != "text")
+        g2.issues += check_coverage(art, expected, unchecked=unchecked,
+                                    only_layer=only_layer if isinstance(only_layer, int) else None)
+        g2.evidence.update(parameters=len(expected), bindings=len(art.bindings), objects=len(art.objects))
+        g2.seconds = time.perf_counter() - t0
+        if model is None:
+            for n in (4, 5, 7):
+                gates[n].skipped = NO_SOURCE
+                gates[n].issues.append(Issue("VERIFY_SKIPPED_NO_SOURCE", f"gate {n} ({gates[n].name}) compares "
+                                             "with the source: pass --source (the GGUF file or HF directory the "
+                                             "artifact was converted from)"))
+            t0 = time.perf_counter()
+            issues, n_hashed = check_recorded_hashes(art)
+            gates[6].issues = issues
+            gates[6].checks = ["recorded_sha256"]
+            gates[6].skipped = f"{NO_SOURCE} ({n_hashed} resource(s) match the sha256 provenance records)"
+            gates[6].seconds = time.perf_counter() - t0
+            return
+        _source_gates(art, model, config, gates, report, sweep, layer_list)
+    finally:
+        if model is not None and not hasattr(source, "tensors"):
+            model.close()
+
+
+def _source_gates(art, model, config, gates, report, sweep, layer_list) -> None:
+    t0 = time.perf_counter()
+    g4, g5 = gates[4], gates[5]
+    g4.issues += _source_identity(art, model)
+    n_layers = len(model.bound.layer_kinds)
+    if sweep:
+        chosen = list(range(n_layers))
+    elif layer_list is not None:
+        bad = [i for i in layer_list if not 0 <= i < n_layers]
+        if bad:
+            raise ConverterError(f"--layers {bad[0]}: the model has layers 0..{n_layers - 1}", rule="verify_layers")
+        chosen = layer_list
+    else:
+        chosen = sample_layers(list(model.bound.layer_kinds))
+    report.layers = chosen
+    params = [p for p in model.bound.parameters if p.layer is None or p.layer in chosen]
+    try:
+        spec = text_spec(config)
+    except ConverterError:
+        spec = None
+    res = check_parameters(art, model, params, spec)
+    g4.issues += res.values
+    g5.issues += res.order
+    g4.checks = ["exact_equality", "format_tolerance"]
+    g5.checks = ["row_values", "row_norms", "head_slices"]
+    checked = [c.to_dict() for c in res.checked]
+    layers_bound = sorted({layer_of(p.name) for p in model.bound.parameters if p.name in art.bindings} - {None})
+    g4.evidence = {"layers": chosen, "layers_bound": f"{len(layers_bound)} of {n_layers}", "parameters": len(checked),
+                   "exact": sum(c["exactness"] in ("bit-exact", "value-exact") for c in checked),
+                   "worst_cosine": min((c["cosine"] for c in checked), default=None), "per_parameter": checked}
+    g5.evidence = {"parameters": len(checked),
+                   "worst_row_rel": max((c["worst_row_rel"] or 0 for c in checked), default=None)}
+    g4.seconds = g5.seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    issues, n_hashed = check_recorded_hashes(art)
+    src_issues, rows = check_against_source(art, model.source)
+    gates[6].issues = issues + src_issues
+    gates[6].checks = ["recorded_sha256", "source_resources"]
+    gates[6].evidence = {"resources": rows, "recorded_hashes_checked": n_hashed}
+    gates[6].seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    g7 = gates[7]
+    if any(i.code in ("NINFER_BINDING_MISSING", "NINFER_BINDING_SHAPE") for i in gates[2].issues) or \
+            any(i.code == "VERIFY_PARAMETER_UNREADABLE" for i in g4.issues):
+        g7.skipped = "bindings missing or unreadable (gates 2/4); the forward pass needs every parameter"
+    else:
+        g7.issues, g7.evidence = check_golden(art, model, config)
+        g7.checks = ["forward_source", "forward_artifact", "top1", "cosine", "max_abs_error"]
+        if any(i.code == "VERIFY_GOLDEN_UNAVAILABLE" for i in g7.issues):
+            g7.skipped = g7.issues[0].evidence
+    g7.seconds = time.perf_counter() - t0
+
+
+def _source_identity(art, model) -> list[Issue]:
+    """The given source must be the one provenance names (same header hash and size; path may differ)."""
+    recorded = art.provenance.get("source")
+    if not isinstance(recorded, dict):
+        return []
+    ident = model.source.identity()
+    diffs = [k for k in ("header_sha256", "size") if k in recorded and k in ident and recorded[k] != ident[k]]
+    if not diffs:
+        return []
+    return [Issue("VERIFY_SOURCE_MISMATCH", f"the source {relative_name(str(model.source.path), model.source.path.parent)} "
+                  f"differs from the one provenance records ({', '.join(diffs)}): values are compared anyway",
+                  detail={k: {"recorded": recorded[k], "given": ident[k]} for k in diffs})]
+
+
+__all__ = ["GATES", "SCHEMA", "GateResult", "VerifyReport", "codes", "sample_layers", "verify"]
