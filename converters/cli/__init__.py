@@ -20,6 +20,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "inspect",
     "validate",
     "convert",
+    "check",
+    "verify",
 )
 
 
