@@ -11,6 +11,7 @@ few repetitions after one warm-up call; ratios alternate ours and gguf-py so bot
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import pathlib
 import time
@@ -44,6 +45,16 @@ def _side_by_side(ours, peer, rounds: int = 5) -> tuple[float, float]:
     return min(t[0] for t in times), min(t[1] for t in times)
 
 
+@contextlib.contextmanager
+def _one_thread():
+    threads = codecs.get_threads()
+    codecs.set_threads(1)
+    try:
+        yield
+    finally:
+        codecs.set_threads(threads)
+
+
 def _ratio(name: str, ours: float, peer: float, peer_name: str, target: float, detail: dict) -> dict:
     ratio = peer / ours
     return {"name": name, "value": round(ratio, 2), "unit": "x", "target": f">= {target}x", "met": ratio >= target,
@@ -59,7 +70,10 @@ def run(workdir: pathlib.Path, scale: float = 1.0) -> list[dict]:
     results = []
 
     ours, peer = _side_by_side(lambda: codecs.encode("q4_g64_fp16", RS, x), lambda: gguf.quants.quantize(x, QT.Q4_0))
-    results.append(_ratio("encode bf16 -> q4_g64_fp16 absmax vs gguf-py Q4_0", ours, peer, "gguf_py", 3, info))
+    with _one_thread():
+        one = _best(lambda: codecs.encode("q4_g64_fp16", RS, x))
+    results.append(_ratio("encode bf16 -> q4_g64_fp16 absmax vs gguf-py Q4_0", ours, peer, "gguf_py", 3,
+                          {**info, "ours_one_thread_s": round(one, 4)}))
 
     for fmt, qt in (("q4_g64_fp16", QT.Q4_0), ("q8_g32_fp16", QT.Q8_0)):
         data = codecs.encode(fmt, RS, x)
@@ -70,11 +84,8 @@ def run(workdir: pathlib.Path, scale: float = 1.0) -> list[dict]:
 
     raw = gguf.quants.quantize(x, QT.Q8_0)
     threads = codecs.get_threads()
-    try:
-        codecs.set_threads(1)
+    with _one_thread():
         one = _best(lambda: codecs.transcode_ggml("Q8_0", raw, shape, "q8_g32_fp16"))
-    finally:
-        codecs.set_threads(threads)
     many = _best(lambda: codecs.transcode_ggml("Q8_0", raw, shape, "q8_g32_fp16"))
     gbps = raw.nbytes / one / 1e9
     results.append({"name": "transcode Q8_0 -> q8_g32_fp16, one thread", "value": round(gbps, 2), "unit": "GB/s",

@@ -14,9 +14,9 @@ in order) and pure numpy kernels that work on a block of whole rows. This module
   ``unit_bytes`` bytes (a row-major plane: one row per unit; the NVFP4 block-scale plane: 128-row tiles;
   the NVFP4 divisor plane: one FP32 per stacked matrix), so the bytes of rows ``[r0, r1)`` are one
   contiguous sub-range of each plane (container §7.3);
-- **drivers** — decode, encode and check split the rows into blocks of about a million elements (a
-  quarter of that when encoding), which bounds temporaries, and run the blocks on a thread pool (numpy
-  releases the GIL in its kernels); kernels keep their temporaries in per-thread :func:`scratch` buffers.
+- **drivers** — decode, encode and check split the rows into blocks of about a million elements, which
+  bounds temporaries, and run the blocks on a shared worker pool (numpy releases the GIL in its kernels);
+  kernels keep their temporaries in per-thread :func:`scratch` buffers, reused from block to block.
 
 Errors are :class:`~ninfer_core.errors.EncodingError` with a stable ``rule``; findings of ``check`` are
 :class:`~ninfer_core.findings.Finding` records.
@@ -40,8 +40,7 @@ PLANE_ALIGNMENT = 256
 MAX_RANK = 16
 ENCODERS = ("absmax", "mse")
 RAW_BYTES_ENCODING = "raw_bytes_v1"
-BLOCK_ELEMENTS = 1 << 20  # decode/check: elements per row block
-ENCODE_BLOCK_ELEMENTS = 1 << 18  # encoders make several temporaries per element
+BLOCK_ELEMENTS = 1 << 20  # elements per row block
 
 FORMATS: dict[str, type[Codec]] = {}
 
@@ -52,12 +51,18 @@ def _available_cores() -> int:
 
 
 _threads = _available_cores()
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
 
 
 def set_threads(n: int | None) -> None:
     """Set how many threads the row-block drivers use (``None``: one per available core)."""
-    global _threads
-    _threads = max(1, _available_cores() if n is None else int(n))
+    global _threads, _pool
+    with _pool_lock:
+        _threads = max(1, _available_cores() if n is None else int(n))
+        if _pool is not None:
+            _pool.shutdown(wait=True)
+            _pool = None
 
 
 def get_threads() -> int:
@@ -172,8 +177,8 @@ def scratch(name: str, shape: Sequence[int], dtype) -> np.ndarray:
 
     Kernels write their large temporaries here with ``out=``: a fresh array per row block costs a page
     fault per 4 KiB in a worker thread, which measured 2–10× slower than the arithmetic itself. A
-    buffer lives as long as its thread (pool threads end with each call; the calling thread keeps one
-    block's worth per name)."""
+    buffer lives as long as its thread: one row block's worth per name, in each pool thread and in each
+    thread that ran a single-block call."""
     dt = np.dtype(dtype)
     n = element_count(shape) * dt.itemsize
     pool = _local.__dict__.setdefault("pool", {})
@@ -183,15 +188,30 @@ def scratch(name: str, shape: Sequence[int], dtype) -> np.ndarray:
     return buf[:n].view(dt).reshape(shape)
 
 
+def _worker_init() -> None:
+    _local.in_pool = True
+
+
+def _get_pool() -> ThreadPoolExecutor:
+    """The shared worker pool, started on first use. Its threads live as long as the process, so their
+    scratch buffers stay mapped from one call to the next."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=_threads, thread_name_prefix="ninfer-codecs",
+                                       initializer=_worker_init)
+        return _pool
+
+
 def run_row_blocks(n_rows: int, block_rows: int, fn: Callable[[int, int], object]) -> list:
-    """Call ``fn(r0, r1)`` over consecutive row blocks, on the thread pool when there are several;
-    results come back in row order, and the first exception (in row order) propagates."""
+    """Call ``fn(r0, r1)`` over consecutive row blocks, on the worker pool when there are several;
+    results come back in row order, and the first exception (in row order) propagates. A call made from
+    a pool thread runs inline (no nested waiting on the pool)."""
     bounds = [(r, min(r + block_rows, n_rows)) for r in range(0, n_rows, block_rows)]
-    if len(bounds) <= 1 or _threads == 1:
+    if len(bounds) <= 1 or _threads == 1 or getattr(_local, "in_pool", False):
         return [fn(r0, r1) for r0, r1 in bounds]
-    with ThreadPoolExecutor(max_workers=min(_threads, len(bounds))) as pool:
-        futures = [pool.submit(fn, r0, r1) for r0, r1 in bounds]
-        return [f.result() for f in futures]
+    futures = [_get_pool().submit(fn, r0, r1) for r0, r1 in bounds]
+    return [f.result() for f in futures]
 
 
 class Tally:
@@ -259,10 +279,10 @@ class Codec:
         return Geometry(shape, divisors, n, place_planes(specs, n), extra)
 
     @classmethod
-    def block_rows(cls, geom: Geometry, elements: int = BLOCK_ELEMENTS) -> int:
-        """Rows per block: about ``elements`` elements, a multiple of ``row_quantum``."""
+    def block_rows(cls, geom: Geometry) -> int:
+        """Rows per block: about :data:`BLOCK_ELEMENTS` elements, a multiple of ``row_quantum``."""
         per_row = max(1, element_count(geom.shape[1:]))
-        rows = max(1, elements // per_row)
+        rows = max(1, BLOCK_ELEMENTS // per_row)
         return max(cls.row_quantum, rows // cls.row_quantum * cls.row_quantum)
 
     @staticmethod
@@ -320,7 +340,7 @@ class Codec:
         def work(r0: int, r1: int) -> None:
             cls.encode_block(geom, xr, views, r0, r1, encoder, ctx)
 
-        run_row_blocks(geom.n_rows, cls.block_rows(geom, ENCODE_BLOCK_ELEMENTS), work)
+        run_row_blocks(geom.n_rows, cls.block_rows(geom), work)
         return buf.tobytes()
 
     @classmethod
