@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from gguf.constants import GGML_QUANT_SIZES
@@ -263,3 +265,29 @@ def test_threads_do_not_change_results():
                                       codecs.decode("q6_g64_fp16", RS, x.shape, one))
     finally:
         codecs.set_threads(before)
+
+
+def test_errors_from_worker_blocks_propagate_first_in_row_order():
+    x = np.zeros((3000, 1024), dtype=np.float32)  # three row blocks
+    x[2500, 3] = np.nan
+    x[1500, 9] = np.inf
+    with pytest.raises(EncodingError, match=r"\(1500, 9\)"):
+        codecs.encode("q4_g64_fp16", RS, x)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork start method only")
+def test_worker_pool_in_a_forked_child():
+    import multiprocessing
+
+    x = np.random.default_rng(0).standard_normal((3000, 700)).astype(np.float32)
+    data = codecs.encode("q4_g64_fp16", RS, x)  # the parent's pool is running
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_encode_in_child, args=(x, queue))
+    child.start()
+    assert queue.get(timeout=60) == data
+    child.join(timeout=60)
+
+
+def _encode_in_child(x, queue):
+    queue.put(codecs.encode("q4_g64_fp16", RS, x))

@@ -203,6 +203,16 @@ def _get_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+def _forget_pool_in_child() -> None:
+    """A forked child has none of the parent's pool threads: start a fresh pool there on first use."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
 def run_row_blocks(n_rows: int, block_rows: int, fn: Callable[[int, int], object]) -> list:
     """Call ``fn(r0, r1)`` over consecutive row blocks, on the worker pool when there are several;
     results come back in row order, and the first exception (in row order) propagates. A call made from
