@@ -51,6 +51,7 @@ class BoundParameter:
     tied_to: str | None
     rule: ParameterRule
     mapping: Mapping
+    bank: str | None = None  # object id of the expert bank whose rows this parameter is (index order)
 
     @property
     def where(self) -> str:
@@ -185,9 +186,11 @@ def _check_layer_probes(m: Mapping, kind: str, tensors, prefixes, layer_kinds) -
             probe = spec.probes.get(kind)
             if probe is None:
                 continue
-            name = _fill(probe, {**prefixes, LAYER_PLACEHOLDER: layer})
-            present = name in tensors
+            names = [_fill(p, {**prefixes, LAYER_PLACEHOLDER: layer}) for p in probe]
+            missing = [n for n in names if n not in tensors]
+            present = not missing
             if present != (k == layer_kind):
+                name = missing[0] if missing else " + ".join(names)
                 what = "is missing" if not present else "is present"
                 raise MappingError(
                     f"layer {layer}: the config says {layer_kind}, but {name} {what} (probe of {k})",
@@ -214,8 +217,8 @@ def _bind_rule(m: Mapping, rule: ParameterRule, kind: str, env: dict, layer: int
         source = None
         if tied:
             sr = rule.sources.get(kind)
-            if sr is not None:
-                tname = _fill(sr.tensor, {**prefixes, **local})
+            for choice in sr.choices() if sr is not None else ():
+                tname = _fill(choice.tensor, {**prefixes, **local})
                 if tname in src.tensors:
                     used[tname] = f"{name} (tied to {rule.tied_to}: this tensor is ignored)"
         else:
@@ -226,7 +229,8 @@ def _bind_rule(m: Mapping, rule: ParameterRule, kind: str, env: dict, layer: int
             source = _bind_source(m, rule, sr, name, shape, local, prefixes, src, used)
         out.append(BoundParameter(name=name, component=m.component, role=rule.role, shape=shape, layer=layer,
                                   kind=layer_kind, group=rule.group, input=inp, source=source,
-                                  tied_to=_fill(rule.tied_to, local) if tied else None, rule=rule, mapping=m))
+                                  tied_to=_fill(rule.tied_to, local) if tied else None, rule=rule, mapping=m,
+                                  bank=_fill(rule.bank, local) if rule.bank else None))
     return out
 
 
@@ -240,11 +244,15 @@ def _repeat_indices(m: Mapping, rule: ParameterRule, env: dict) -> list[dict[str
 
 def _bind_source(m: Mapping, rule: ParameterRule, sr: SourceRule, name: str, shape: tuple[int, ...],
                  local: dict, prefixes: dict, src, used: dict[str, str]) -> BoundSource:
-    tname = _fill(sr.tensor, {**prefixes, **local})
+    names = [_fill(c.tensor, {**prefixes, **local}) for c in sr.choices()]
+    found = next((i for i, n in enumerate(names) if n in src.tensors), None)
+    if found is None:
+        what = f"source tensor {names[0]} is" if len(names) == 1 else f"none of the source tensors {', '.join(names)} is"
+        raise MappingError(f"{name}: {what} missing",
+                           file=f"{m.file}:{sr.line}", rule="source_tensor_missing")
+    sr, tname = sr.choices()[found], names[found]
     where = f"{m.file}:{sr.line}"
-    t = src.tensors.get(tname)
-    if t is None:
-        raise MappingError(f"{name}: source tensor {tname} is missing", file=where, rule="source_tensor_missing")
+    t = src.tensors[tname]
     steps = []
     for step in sr.transforms:
         args = {a: _eval(e, local, m, ("parameters", rule.group, rule.name, step.name, a)) for a, e in step.args}

@@ -28,11 +28,18 @@ def _cell(text: str) -> str:
 def _source(rule: SourceRule | None) -> str:
     if rule is None:
         return "—"
-    steps = []
-    for s in rule.transforms:
-        args = ", ".join(f"{k}={v}" for k, v in s.args)
-        steps.append(f"{s.name}({args})")
-    return f"`{rule.tensor}`" + ("".join(f" → `{x}`" for x in steps))
+    out = []
+    for choice in rule.choices():
+        steps = []
+        for s in choice.transforms:
+            args = ", ".join(f"{k}={v}" for k, v in s.args)
+            steps.append(f"{s.name}({args})")
+        out.append(f"`{choice.tensor}`" + ("".join(f" → `{x}`" for x in steps)))
+    return " <br>or ".join(out)
+
+
+def _probe(names: tuple[str, ...] | None) -> str:
+    return " + ".join(f"`{n}`" for n in names) if names else "—"
 
 
 def render(m: Mapping) -> str:
@@ -59,8 +66,8 @@ def render(m: Mapping) -> str:
                   "and must agree with the probe tensors (present iff the layer has that kind).", "",
                   "| kind | parameter groups | GGUF probe | HF probe |", "| --- | --- | --- | --- |"]
         for k in m.kinds.values():
-            lines.append(f"| `{k.name}` | {', '.join(k.groups)} | `{k.probes.get('gguf', '—')}` | "
-                         f"`{k.probes.get('hf', '—')}` |")
+            lines.append(f"| `{k.name}` | {', '.join(k.groups)} | {_probe(k.probes.get('gguf'))} | "
+                         f"{_probe(k.probes.get('hf'))} |")
         lines.append("")
     lines += ["## Logical parameters", "",
               "| group | logical parameter | shape | role | use input | GGUF source → transforms | "
@@ -68,6 +75,10 @@ def render(m: Mapping) -> str:
     for p in m.parameters():
         shape = "[" + ", ".join(str(d) for d in p.shape) + "]"
         tie = f" (tied to `{p.tied_to}` when `{p.tied_when}`)" if p.tied_to else ""
+        if p.repeat:
+            tie += " (" + ", ".join(f"`{ph}` < `{n}`" for ph, n in p.repeat) + ")"
+        if p.bank:
+            tie += f" (rows of bank `{p.bank}`)"
         mark = " INFERRED" if p.inferred else ""
         lines.append(f"| {p.group} | `{p.name}`{tie} | `{shape}` | `{p.role}` | {f'`{p.input}`' if p.input else '—'} | "
                      f"{_source(p.sources.get('gguf'))} | {_source(p.sources.get('hf'))} | {_cell(p.evidence)}{mark} |")

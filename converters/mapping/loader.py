@@ -79,7 +79,7 @@ class _Loader:
            "source": False, "prefixes": False, "symbols": False, "layers": False, "other_components": False,
            "drop": False, "unresolved": False}
     PARAM = {"shape": True, "role": True, "evidence": True, "input": False, "gguf": False, "hf": False,
-             "tied_to": False, "inferred": False, "repeat": False}
+             "tied_to": False, "inferred": False, "repeat": False, "bank": False}
 
     def __init__(self, doc: Located, sha256: str) -> None:
         self.doc = doc
@@ -209,9 +209,12 @@ class _Loader:
                     raise self.fail((*path, "groups"), f"group {g!r} is not under 'parameters'",
                                     rule="unknown_group")
             probes = self.fields(spec["probe"], (*path, "probe"), dict.fromkeys(SOURCE_KINDS, False), "probe")
+            loaded = {}
             for sk, t in probes.items():
-                self.template(t, (*path, "probe", sk), {LAYER_PLACEHOLDER} | set(prefixes.get(sk, {})))
-            kinds[kind] = LayerKind(kind, tuple(gs), dict(probes))
+                names_ = t if isinstance(t, list) and t else [t]
+                loaded[sk] = tuple(self.template(n, (*path, "probe", sk), {LAYER_PLACEHOLDER} | set(prefixes.get(sk, {})))
+                                   for n in names_)
+            kinds[kind] = LayerKind(kind, tuple(gs), loaded)
         return count, kinds
 
     def template(self, text, path: tuple, allowed: set[str]) -> str:
@@ -301,14 +304,29 @@ class _Loader:
         inp = spec.get("input")
         if inp is not None:
             inp = self.template(inp, (*path, "input"), placeholders)
+        bank = spec.get("bank")
+        if bank is not None:
+            bank = self.template(bank, (*path, "bank"), {LAYER_PLACEHOLDER})
+            if not repeat or not NAME_RE.fullmatch(bank) or tied_to is not None or len(shape) != 2:
+                raise self.fail((*path, "bank"), f"bank {bank!r}: a bank is an object id (lower-case path, only "
+                                "{l}) stacking the rows of a repeated, untied matrix parameter", rule="bank")
         return ParameterRule(
             name=name, group=group, shape=shape, role=role, input=inp, sources=sources, tied_to=tied_to,
             tied_when=tied_when, repeat=tuple(repeat),
             evidence=self.string(spec["evidence"], (*path, "evidence"), "evidence"),
             inferred=self.boolean(spec.get("inferred", False), (*path, "inferred"), "inferred"),
-            line=self.doc.line(path))
+            line=self.doc.line(path), bank=bank)
 
     def load_source(self, value, path: tuple, names: set[str], placeholders: set[str]) -> SourceRule:
+        if isinstance(value, list):  # alternatives, tried in order
+            if not value:
+                raise self.fail(path, "a list of source alternatives must not be empty")
+            choices = []
+            for i, v in enumerate(value):
+                if isinstance(v, list):
+                    raise self.fail((*path, i), "source alternatives do not nest")
+                choices.append(self.load_source(v, (*path, i), names, placeholders))
+            return dataclasses.replace(choices[0], alternatives=tuple(choices[1:]))
         if isinstance(value, str):
             return SourceRule(self.template(value, path, placeholders), (), self.doc.line(path))
         spec = self.fields(value, path, {"tensor": True, "transforms": False}, "a source rule")
@@ -357,10 +375,13 @@ class _Loader:
                                     f"{r.name} uses {{l}} but group {group} is not a layer kind's group",
                                     rule="placeholder")
                 if group not in per_layer:
-                    for sk, src in r.sources.items():
+                    for sk, src in ((sk, c) for sk, rule in r.sources.items() for c in rule.choices()):
                         if "{l}" in src.tensor:
                             raise self.fail(("parameters", group, r.name, sk), f"unknown placeholder {{l}} in "
                                             f"{src.tensor}: group {group} is global", rule="placeholder")
+                    if r.bank and "{l}" in r.bank:
+                        raise self.fail(("parameters", group, r.name, "bank"), f"unknown placeholder {{l}} in "
+                                        f"{r.bank}: group {group} is global", rule="placeholder")
                     if r.input and "{l}" in r.input:
                         raise self.fail(("parameters", group, r.name, "input"), f"unknown placeholder {{l}} in "
                                         f"{r.input}: group {group} is global", rule="placeholder")

@@ -13,19 +13,26 @@ top-level keys (seed 003's MAPPING concepts in parentheses):
 ``symbols``       optional: derived integers (``key_dim: linear_num_key_heads * linear_key_head_dim``),
                   each an expression over config fields and earlier symbols.
 ``layers``        optional (``_layers``): ``count`` expression and, per layer kind the architecture
-                  derives from the config, the parameter ``groups`` it has and a ``probe`` tensor per
-                  source kind whose presence must agree with the kind (cross-check).
+                  derives from the config, the parameter ``groups`` it has and a ``probe`` per source
+                  kind — a tensor name, or a list of names that are all present — whose presence must
+                  agree with the kind (cross-check).
 ``rules``         (``_rules``) named rules: the ``transforms`` that implement each, ``evidence``, and
                   ``inferred`` (true = read from upstream code, not measured on upstream output;
                   printed ``INFERRED``). Every transform a parameter uses must belong to a rule.
 ``parameters``    group name (``text_globals``, ``per_layer``, ``per_layer_gdn`` …) → logical
                   parameter name template → rule: ``shape`` (expressions), ``role`` (what recipes key
                   on), optional ``input`` (the use's input, container §8), per source kind (``gguf``,
-                  ``hf``) a tensor name or ``{tensor, transforms}``, optional ``tied_to``
+                  ``hf``) a tensor name or ``{tensor, transforms}`` — or a list of those: alternatives,
+                  the first whose tensor the source has is bound (one checkpoint format written two
+                  ways by different converter versions) —, optional ``tied_to``
                   (``{parameter, when}``: bind another parameter's object — always, or when the boolean
-                  config field ``when`` is true; e.g. an MTP head sharing the text embedding), optional ``repeat`` (``{e: num_experts}``: one parameter per index),
-                  ``evidence`` and optional ``inferred``. Groups named by a layer kind are per layer
-                  (names contain ``{l}``); the others are global (``_counts`` are derived, not written).
+                  config field ``when`` is true; e.g. an MTP head sharing the text embedding),
+                  optional ``repeat`` (``{e: num_experts}``: one parameter per index), optional
+                  ``bank`` (with ``repeat``: the object id template — ``{l}`` only — of one rank-2
+                  parent in which the repeated parameters are stacked by rows in index order,
+                  container §7.2 "expert bank"), ``evidence`` and optional ``inferred``. Groups named
+                  by a layer kind are per layer (names contain ``{l}``); the others are global
+                  (``_counts`` are derived, not written).
 ``other_components``  tensors owned by another component (regex per source kind, or for GGUF every
                   ``blk.N.*`` with ``N >= gguf_from_layer``): skipped unless that component is selected.
 ``drop``          tensors deliberately not converted: regex per source kind and ``evidence``.
@@ -60,9 +67,15 @@ class TransformStep:
 
 @dataclass(frozen=True)
 class SourceRule:
+    """Where a parameter is read from; ``alternatives`` are tried in order when ``tensor`` is absent."""
+
     tensor: str
     transforms: tuple[TransformStep, ...]
     line: int
+    alternatives: tuple[SourceRule, ...] = ()
+
+    def choices(self) -> tuple[SourceRule, ...]:
+        return (self, *self.alternatives)
 
 
 @dataclass(frozen=True)
@@ -79,6 +92,7 @@ class ParameterRule:
     evidence: str
     inferred: bool
     line: int
+    bank: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,9 +106,12 @@ class Rule:
 
 @dataclass(frozen=True)
 class LayerKind:
+    """A layer kind: its parameter groups and, per source kind, the probe tensors (all present iff
+    a layer has this kind)."""
+
     name: str
     groups: tuple[str, ...]
-    probes: dict[str, str]
+    probes: dict[str, tuple[str, ...]]
 
 
 @dataclass(frozen=True)
