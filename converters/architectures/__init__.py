@@ -22,7 +22,7 @@ from types import ModuleType
 
 from converters.errors import ConversionError
 
-ARCHITECTURE_MODULES: tuple[str, ...] = ("qwen3", "qwen35")
+ARCHITECTURE_MODULES: tuple[str, ...] = ("qwen3", "qwen35", "qwen3_moe", "qwen35_moe", "qwen3_next")
 
 
 def module(name: str) -> ModuleType:
