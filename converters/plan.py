@@ -25,6 +25,8 @@ import numpy as np
 
 from converters import transforms as T
 from converters.errors import ConversionError, RecipeError
+from converters.hadamard import FORWARD, INVERSE, SIGNS_OBJECT, WIDTHS_OBJECT, SourceRotation, read_rotation
+from converters.expert_bank import plan_bank
 from converters.mapping.binder import BoundModel, BoundParameter, BoundSource
 from converters.recipes import EXACT, GroupSpec, Recipe, RoleSpec
 from converters.rows import storage_of
@@ -47,6 +49,8 @@ class Piece:
     exactness: str  # planned: bit-exact / value-exact by construction, "requantized" until measured
     hadamard_width: int | None = None
     deferred_columns: np.ndarray | None = None  # input_columns of a passthrough that keeps column order
+    source_hadamard: str | None = None  # the source stores it rotated (hadamard.py): "forward" / "inverse"
+    column_groups: int | None = None  # columns move as whole target groups of this size, after transcoding
 
     def describe(self) -> dict:
         out = {"parameter": self.parameter, "rows": [self.row_start, self.row_start + self.rows],
@@ -56,6 +60,12 @@ class Piece:
             out["hadamard_rotate"] = self.hadamard_width
         if self.deferred_columns is not None:
             out["columns"] = "kept in source order; the use binds input_columns"
+        if self.column_groups is not None:
+            out["columns"] = f"moved as whole {self.column_groups}-column groups after the exact transcode"
+        if self.source_hadamard == FORWARD:
+            out["hadamard"] = "stored rotated by the source (W·D·H); kept, the use binds the source's signs"
+        elif self.source_hadamard == INVERSE:
+            out["hadamard"] = "stored rotated by the source; un-rotated here (s ⊙ H(w'), float64)"
         return out
 
 
@@ -73,6 +83,7 @@ class PlannedTensor:
     component: str
     layer: int | None
     notes: tuple[str, ...] = ()
+    bank_rows: int = 0  # an expert bank (expert_bank.py): rows per expert; 0 otherwise
     kind = "tensor"
 
     @property
@@ -190,14 +201,19 @@ class _Planner:
         self.notes: list[str] = []
         self.placement: dict[str, tuple[str, Piece]] = {}  # parameter → (object id, piece)
         self.signs: dict[int, tuple[int, int]] = {}  # width → (offset, width) in text/hadamard_signs
+        self.source_rotation: SourceRotation | None = None  # the sign table of a rotated source, once used
         self.literals: dict[str, PlannedLiteral] = {}
 
     # -- objects ---------------------------------------------------------------------------------
 
     def tensors(self, params: list[BoundParameter]) -> list[PlannedTensor]:
         own = [p for p in params if p.source is not None]
+        banks: dict[str, list[BoundParameter]] = {}  # expert banks come from the mapping, not the recipe
+        for p in own:
+            if p.bank is not None:
+                banks.setdefault(p.bank, []).append(p)
         grouped: dict[str, tuple[GroupSpec, list[BoundParameter]]] = {}
-        taken: set[str] = set()
+        taken: set[str] = {p.name for members in banks.values() for p in members}
         for spec in self.recipe.groups:
             first = spec.key.split("/")[0]
             buckets: dict[str, list[BoundParameter]] = {}
@@ -214,7 +230,10 @@ class _Planner:
                 grouped[members[0].name] = (spec, members, f"{scope}/{spec.key}")
         out = []
         for p in own:
-            if p.name in grouped:
+            if p.bank is not None:
+                if p is banks[p.bank][0]:
+                    out.append(plan_bank(self, p.bank, banks[p.bank]))
+            elif p.name in grouped:
                 spec, members, oid = grouped[p.name]
                 out.append(self.group_object(oid, spec, members))
             elif p.name not in taken:
@@ -351,13 +370,14 @@ class _Planner:
     # -- bindings, uses, auxiliaries ---------------------------------------------------------------
 
     def bind_and_use(self, params: list[BoundParameter]) -> None:
+        by_id = {o.id: o for o in self.objects}
         for p in params:
             target = p.tied_to or p.name
             if target not in self.placement:
                 raise ConversionError(f"{p.name} ({'tied to ' + target if p.tied_to else 'own object'}) has no "
                                       "object in this plan", rule="binding_missing")
             oid, piece = self.placement[target]
-            obj = next(o for o in self.objects if o.id == oid)
+            obj = by_id[oid]
             if len(obj.pieces) == 1 and tuple(obj.shape) == tuple(p.shape):
                 self.bindings[p.name] = {"object": oid}
             else:

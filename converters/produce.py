@@ -27,6 +27,7 @@ import numpy as np
 
 from converters import transforms as T
 from converters.errors import ConversionError
+from converters.expert_bank import stream_bank
 from converters.plan import Piece, PlannedLiteral, PlannedResource, PlannedTensor, block_permutation
 from converters.rows import TensorRows
 from ninfer_core import codecs
@@ -127,7 +128,11 @@ class Producer:
         if isinstance(obj, PlannedLiteral):
             yield codecs.encode(obj.format, obj.layout, obj.values.astype(_literal_dtype(obj.format)))
             return
-        yield from self._stream_tensor(obj, stats if stats is not None else ErrorStats())
+        stats = stats if stats is not None else ErrorStats()
+        if obj.bank_rows:  # expert banks are written plane-major, memory flat in the bank's size
+            yield from stream_bank(lambda s: self.blocks(obj, s), obj, stats, ErrorStats)
+            return
+        yield from self._stream_tensor(obj, stats)
 
     def produce(self, obj, stats: ErrorStats | None = None) -> bytes:
         """The whole object as one ``bytes`` (tests, small objects)."""

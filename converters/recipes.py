@@ -26,7 +26,10 @@ storage choice; it never names tensors. Fields:
                      experts, in mapping order), ``format``, optional ``encoder``, ``fallback``,
                      ``divisors`` (``one`` | ``per_member``: nvfp4 weight divisors, container §5.1).
                      Groups are tried in order; one forms in a scope only when all its member roles
-                     are present there and none is already grouped.
+                     are present there and none is already grouped. Expert banks are not recipe
+                     groups: the mapping stacks a layer's experts (``bank``) and the role entry of the
+                     experts chooses the bank's format — ``nvfp4`` with one divisor per expert
+                     (``converters/expert_bank.py``).
 
 The file is validated completely (keys, formats, encoders, policies, roles known to some mapping)
 before any checkpoint is opened; errors name ``file:line``.
