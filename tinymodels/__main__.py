@@ -1,9 +1,14 @@
-"""``python -m tinymodels qwen35|qwen3 [--hf DIR] [--gguf FILE] [--matrix-type Q8_0] [--seed N] [--set K=V ...]``.
+"""``python -m tinymodels MODEL [--hf DIR] [--gguf FILE] [--mmproj FILE] [--counts FILE] [options] [--set K=V ...]``.
 
-Writes the tiny model as an HF directory and/or a GGUF (llama.cpp layout). ``--set`` overrides config
-fields (HF names or the aliases ``layers``, ``hidden``, ``intermediate``, ``vocab``, ``heads``,
-``kv_heads``), values parsed as JSON (``--set layers=24 --set hidden=2048``), so the same command
-produces the multi-GB benchmark models.
+Text models (``qwen35``, ``qwen3``, ``qwen3moe``, ``qwen35moe``, ``qwen3next``) are written as an HF
+directory and/or a GGUF (llama.cpp layout); MoE models take ``--expert-layout`` (HF) and
+``--fused-gate-up`` (GGUF), Qwen3.5 models ``--set mtp_num_hidden_layers=1`` for an MTP head.
+Components: ``vision`` (``--hf``: a ``Qwen3_5ForConditionalGeneration`` directory, ``--mmproj``: the
+tower's mmproj GGUF), ``dflash`` / ``dflash2`` (``--hf``: the z-lab drafter), ``bonsai`` (``--gguf``: a
+ternary GGUF, ``--ternary-type``, ``--rotated``), ``token-counts`` (``--counts``). ``--set`` overrides
+config fields (HF names or the aliases ``layers``, ``hidden``, ``intermediate``, ``vocab``, ``heads``,
+``kv_heads``), values parsed as JSON (``--set layers=24 --set hidden=2048``), so the same command produces
+the multi-GB benchmark models.
 """
 
 from __future__ import annotations
@@ -13,9 +18,23 @@ import json
 import logging
 import sys
 
-from tinymodels import gguf_writer, qwen3, qwen35
+from tinymodels import (
+    bonsai,
+    dflash,
+    gguf_writer,
+    qwen3,
+    qwen3_moe,
+    qwen3_next,
+    qwen35,
+    qwen35_moe,
+    token_counts,
+    vision,
+)
+from tinymodels.ternary_blocks import FORMATS
 
-MODELS = {"qwen35": qwen35, "qwen3": qwen3}
+MODELS = {"qwen35": qwen35, "qwen3": qwen3, "qwen3moe": qwen3_moe, "qwen35moe": qwen35_moe, "qwen3next": qwen3_next}
+MOE_MODELS = (qwen3_moe, qwen35_moe, qwen3_next)
+COMPONENTS = ("vision", "dflash", "dflash2", "bonsai", "token-counts")
 
 
 def _override(text: str) -> tuple[str, object]:
@@ -28,29 +47,72 @@ def _override(text: str) -> tuple[str, object]:
         return key, value
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tinymodels", description=__doc__.splitlines()[0])
-    parser.add_argument("model", choices=sorted(MODELS))
+    parser.add_argument("model", choices=sorted(MODELS) + list(COMPONENTS))
     parser.add_argument("--hf", metavar="DIR", help="write the HF checkpoint directory here (must not exist)")
     parser.add_argument("--gguf", metavar="FILE", help="write the GGUF here (must not exist)")
+    parser.add_argument("--mmproj", metavar="FILE", help="vision: write the mmproj GGUF here (must not exist)")
+    parser.add_argument("--counts", metavar="FILE", help="token-counts: write the count file here (must not exist)")
+    parser.add_argument("--counts-format", default="tsv", choices=token_counts.FORMATS)
     parser.add_argument("--matrix-type", default="F32", choices=sorted(gguf_writer.MATRIX_TYPES),
                         help="GGUF matrix type (llama.cpp --outtype); norms and 1-D tensors stay F32")
     parser.add_argument("--hf-dtype", default="bf16", choices=["bf16", "f16", "f32"])
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--expert-layout", default="per_expert", choices=qwen3_moe.EXPERT_LAYOUTS)
+    parser.add_argument("--fused-gate-up", action="store_true", help="MoE GGUF: ffn_gate_up_exps (--fuse-gate-up-exps)")
+    parser.add_argument("--vision-family", default="qwen3_5", choices=sorted(vision.FAMILIES))
+    parser.add_argument("--ternary-type", default="PTQ1_0", choices=sorted(FORMATS))
+    parser.add_argument("--rotated", action="store_true", help="bonsai: Hadamard-rotated with prism.hadamard.*")
     parser.add_argument("--set", dest="overrides", type=_override, action="append", default=[],
                         metavar="KEY=VALUE", help="config override (repeatable)")
-    args = parser.parse_args(argv)
-    if not args.hf and not args.gguf:
-        parser.error("nothing to write: give --hf and/or --gguf")
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    module = MODELS[args.model]
-    try:
-        cfg = module.config(**dict(args.overrides))
+    return parser
+
+
+def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    overrides = dict(args.overrides)
+    if args.model in MODELS:
+        if not args.hf and not args.gguf:
+            parser.error("nothing to write: give --hf and/or --gguf")
+        module = MODELS[args.model]
+        moe = module in MOE_MODELS
+        cfg = module.config(**overrides)
         if args.hf:
-            module.write_hf_dir(args.hf, cfg, seed=args.seed, dtype=args.hf_dtype, shards=args.shards)
+            extra = {"expert_layout": args.expert_layout} if moe else {}
+            module.write_hf_dir(args.hf, cfg, seed=args.seed, dtype=args.hf_dtype, shards=args.shards, **extra)
         if args.gguf:
-            module.write_gguf(args.gguf, cfg, seed=args.seed, matrix_type=args.matrix_type)
+            extra = {"fused_gate_up": args.fused_gate_up} if moe else {}
+            module.write_gguf(args.gguf, cfg, seed=args.seed, matrix_type=args.matrix_type, **extra)
+    elif args.model == "vision":
+        if not args.hf and not args.mmproj:
+            parser.error("nothing to write: give --hf and/or --mmproj")
+        text_cfg, vision_cfg = qwen35.config(**overrides), vision.config(args.vision_family)
+        if args.hf:
+            vision.write_hf_dir(args.hf, text_cfg, vision_cfg, seed=args.seed, dtype=args.hf_dtype, shards=args.shards)
+        if args.mmproj:
+            vision.write_mmproj(args.mmproj, vision_cfg, text_cfg, seed=args.seed, matrix_type=args.matrix_type)
+    elif args.model in ("dflash", "dflash2"):
+        if not args.hf:
+            parser.error("nothing to write: give --hf")
+        cfg = dflash.config(2 if args.model == "dflash2" else 1, qwen35.config(), **overrides)
+        dflash.write_hf_dir(args.hf, cfg, seed=args.seed, dtype=args.hf_dtype, shards=1)
+    elif args.model == "bonsai":
+        if not args.gguf:
+            parser.error("nothing to write: give --gguf")
+        bonsai.write_gguf(args.gguf, seed=args.seed, ternary_type=args.ternary_type, rotated=args.rotated, **overrides)
+    else:
+        if not args.counts:
+            parser.error("nothing to write: give --counts")
+        token_counts.write_token_counts(args.counts, token_counts.token_counts(args.seed), args.counts_format)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        _run(args, parser)
     except (FileExistsError, ValueError, KeyError) as exc:
         print(f"tinymodels: {exc}", file=sys.stderr)
         return 1

@@ -242,10 +242,11 @@ def gguf_plan(
     return plan
 
 
-def add_base_metadata(w: gguf.GGUFWriter, cfg: Mapping, name: str, matrix_type: str,
-                      block_count: int | None = None) -> None:
+def add_base_metadata(w: gguf.GGUFWriter, cfg: Mapping, name: str, matrix_type: str | None,
+                      block_count: int | None = None, file_type: int | None = None) -> None:
     """``general.*`` and the keys ``TextModel.set_gguf_parameters`` writes for these configs
-    (``block_count`` defaults to ``num_hidden_layers``; MTP blocks add to it)."""
+    (``block_count`` defaults to ``num_hidden_layers``; MTP blocks add to it). ``general.file_type``
+    follows ``matrix_type``, or is ``file_type`` when ``matrix_type`` is None (omitted if that is None)."""
     theta, _ = rope_settings(cfg, 1.0)
     w.add_type(gguf.GGUFType.MODEL)
     w.add_name(name)
@@ -260,7 +261,10 @@ def add_base_metadata(w: gguf.GGUFWriter, cfg: Mapping, name: str, matrix_type: 
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     w.add_key_length(cfg["head_dim"])
     w.add_value_length(cfg["head_dim"])
-    w.add_file_type(gguf_writer.matrix_type(matrix_type)[1])
+    if matrix_type is not None:
+        file_type = gguf_writer.matrix_type(matrix_type)[1]
+    if file_type is not None:
+        w.add_file_type(file_type)
 
 
 def resolve_config(cfg: Mapping | None, overrides: Mapping, make: Callable[..., dict]) -> dict:

@@ -238,9 +238,10 @@ def gguf_tensors(cfg: Mapping, seed: int = 0, matrix_type: str = "F32") -> list[
             + mtp.gguf_tensors(cfg, mtp.mtp_specs(cfg, qwen3.mlp_specs), ARCH, matrix_type, seed, transform))
 
 
-def add_metadata(w: gguf.GGUFWriter, cfg: Mapping, matrix_type: str, name: str = "Tiny Qwen3.5") -> None:
+def add_metadata(w: gguf.GGUFWriter, cfg: Mapping, matrix_type: str | None, name: str = "Tiny Qwen3.5",
+                 file_type: int | None = None) -> None:
     """The KV pairs ``Qwen3_5TextModel`` writes (also used for ``qwen35moe`` and the Bonsai files)."""
-    qwen3.add_base_metadata(w, cfg, name, matrix_type, cfg["num_hidden_layers"] + mtp.layers(cfg))
+    qwen3.add_base_metadata(w, cfg, name, matrix_type, cfg["num_hidden_layers"] + mtp.layers(cfg), file_type)
     _, partial = qwen3.rope_settings(cfg, 0.25)
     w.add_ssm_conv_kernel(cfg["linear_conv_kernel_dim"])
     w.add_ssm_state_size(cfg["linear_key_head_dim"])
