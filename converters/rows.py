@@ -124,3 +124,49 @@ class TensorRows:
         elif raw.ndim != 2:
             out = out[ids]
         return out
+
+
+class StackedRows:
+    """Row access to tensors of one shape and type stacked along a new leading axis (a mapping's
+    ``stack:`` source, e.g. the two time halves of an mmproj Conv3d): row ``r`` is row ``r % R`` of
+    member ``r // R`` (``R`` rows per member). Same interface as :class:`TensorRows`."""
+
+    def __init__(self, members: list[TensorRows]) -> None:
+        self.members = members
+        first = members[0].storage
+        self.per_member = first.rows
+        self.storage = dataclasses.replace(first, rows=first.rows * len(members))
+        self.tensor = members[0].tensor
+
+    def _split(self, ids: slice | np.ndarray) -> np.ndarray:
+        if isinstance(ids, slice):
+            start, stop, _ = ids.indices(self.storage.rows)
+            return np.arange(start, stop, dtype=np.int64)
+        return np.asarray(ids, dtype=np.int64)
+
+    def _gather(self, ids: slice | np.ndarray, read) -> np.ndarray:
+        rows = self._split(ids)
+        member, local = np.divmod(rows, self.per_member)
+        parts = {int(k): read(self.members[int(k)], local[member == k]) for k in np.unique(member)}
+        width = next(iter(parts.values())).shape[1] if parts else (self.storage.row_bytes or 0)
+        dtype = next(iter(parts.values())).dtype if parts else np.uint8
+        out = np.empty((len(rows), width), dtype=dtype)
+        for k, block in parts.items():
+            out[member == k] = block
+        return out
+
+    def raw(self, ids: slice | np.ndarray) -> np.ndarray:
+        """Raw bytes of the selected rows, ``[n, row_bytes]`` (a copy)."""
+        return self._gather(ids, lambda m, local: m.raw(local))
+
+    def floats(self, ids: slice | np.ndarray) -> np.ndarray:
+        """float32 values of the selected rows, ``[n, cols]``."""
+        return self._gather(ids, lambda m, local: m.floats(local))
+
+
+def open_rows(sources, bound) -> TensorRows | StackedRows:
+    """Row access to a :class:`~converters.mapping.BoundSource`: its tensor, or its stacked tensors."""
+    source = sources[bound.input]
+    if getattr(bound, "stack", ()):
+        return StackedRows([TensorRows(source, name) for name in bound.stack])
+    return TensorRows(source, bound.tensor)

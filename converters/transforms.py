@@ -129,6 +129,15 @@ def pick(x: np.ndarray, *, index: int) -> np.ndarray:
     return x[index]
 
 
+@transform("rows", "source", "destination")
+def move_axis(x: np.ndarray, *, source: int, destination: int) -> np.ndarray:
+    """Move leading axis ``source`` to position ``destination`` (halves stacked as ``[2, N, C, p, p]`` →
+    the Conv3d ``[N, C, 2, p, p]``); both must be leading axes, the last axis stays last."""
+    _need(x.ndim >= 1 and 0 <= source < x.ndim and 0 <= destination < x.ndim,
+          f"move_axis: axes {source} -> {destination} outside the leading axes of {x.shape}")
+    return np.moveaxis(x, source, destination)
+
+
 @transform("rows", "axis")
 def squeeze(x: np.ndarray, *, axis: int) -> np.ndarray:
     """Drop a leading axis of length 1 (``conv1d`` ``[C, 1, k]`` → ``[C, k]``)."""

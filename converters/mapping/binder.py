@@ -29,12 +29,20 @@ SHOWN = 20
 
 @dataclass(frozen=True)
 class BoundSource:
-    """Where a parameter's values come from: one tensor of one input and its resolved chain."""
+    """Where a parameter's values come from: one tensor of one input and its resolved chain.
+
+    ``stack``: several tensors of one shape stacked along a new leading axis (``tensor`` is the first);
+    the chain's source shape is then ``(len(stack), *shape)``."""
 
     input: str
     tensor: str
     chain: Chain
     dtype: str
+    stack: tuple[str, ...] = ()
+
+    @property
+    def tensors(self) -> tuple[str, ...]:
+        return self.stack or (self.tensor,)
 
 
 @dataclass(frozen=True)
@@ -106,62 +114,73 @@ def _eval(e, env, mapping: Mapping, where) -> int:
 
 
 def bind(mappings: Iterable[Mapping], args, sources: TMapping[str, object], *,
-         components: Iterable[str] = ("text",)) -> BoundModel:
+         components: Iterable[str] = ("text",), component_args: TMapping[str, object] | None = None) -> BoundModel:
     """Bind ``mappings`` (one per selected component) to ``args`` (the architecture's ``Args``) and
-    ``sources`` (input name → Source; the main checkpoint is ``"main"``)."""
+    ``sources`` (input name → Source; the main checkpoint is ``"main"``).
+
+    ``component_args``: component id → the ``Args`` of its own architecture (a vision tower's or a
+    drafter's config; layer kinds and expression names of that mapping come from them); a component
+    without an entry uses ``args``. ``BoundModel.env`` / ``layer_kinds`` are those of ``args``."""
     mappings = tuple(mappings)
     selected = set(components)
     if not mappings:
         raise MappingError("no mapping selected")
-    config_env = {k: v for k, v in vars(args).items() if isinstance(v, int)}
-    layer_kinds = tuple(args.layer_kinds())
+    config_env = _int_fields(args)
     params: list[BoundParameter] = []
     consumed: dict[str, dict[str, str]] = {}
     skipped: dict[str, str] = {}
     source_kind = None
+    read: list[str] = []  # the input each mapping reads
     for m in mappings:
-        src = sources.get(m.source)
-        if src is None:
-            raise MappingError(f"component {m.component} reads input {m.source!r}, which was not given",
-                               file=m.file, rule="input_missing")
+        name = next((i for i in m.input_choices() if i in sources), None)
+        if name is None:
+            raise MappingError(f"component {m.component} reads input {' or '.join(map(repr, m.input_choices()))}, "
+                               "which was not given", file=m.file, rule="input_missing")
+        read.append(name)
+        src = sources[name]
+        m_args = (component_args or {}).get(m.component, args)
+        layer_kinds = tuple(m_args.layer_kinds())
         kind = source_kind_of(src)
         source_kind = source_kind or kind
-        env = evaluate_symbols(m, config_env)
+        env = evaluate_symbols(m, _int_fields(m_args))
         tensors = src.tensors
         prefixes = _resolve_prefixes(m, kind, tensors)
-        used = consumed.setdefault(m.source, {})
+        used = consumed.setdefault(name, {})
         n_layers = _eval(m.layer_count, env, m, ("layers", "count")) if m.layer_count is not None else 0
         if m.kinds and n_layers != len(layer_kinds):
             raise MappingError(f"layers.count = {n_layers} but the config lists {len(layer_kinds)} layer kinds",
                                file=m.file, rule="layer_count")
-        _check_layer_probes(m, kind, tensors, prefixes, layer_kinds[:n_layers] if m.kinds else ())
+        _check_layer_probes(m, kind, tensors, {**prefixes, **env}, layer_kinds[:n_layers] if m.kinds else ())
         # globals first, then layer by layer (each layer's groups in its kind's order): payload order
         order = [(g, None) for g in m.groups if g not in m.layer_groups()]
         for layer in range(n_layers if m.kinds else 0):
             order += [(g, layer) for g in m.kinds[layer_kinds[layer]].groups]
         for group, layer in order:
             for rule in m.groups[group]:
-                params += _bind_rule(m, rule, kind, env, layer, layer_kinds, src, prefixes, used, args)
-        _account(m, kind, src, env, used, skipped, selected)
+                params += _bind_rule(m, rule, kind, env, layer, layer_kinds, src, prefixes, used, m_args, name)
+        _account(m, name, kind, src, env, used, skipped, selected)
     names = {p.name for p in params}
     for p in params:
         if p.tied_to is not None and p.tied_to not in names:
             raise MappingError(f"{p.name} is tied to {p.tied_to}, which is not bound", file=p.where,
                                rule="tied_missing")
     leftovers = []
-    for m in mappings:
-        src = sources[m.source]
-        for name in src.tensors:
-            if name not in consumed.get(m.source, {}) and f"{m.source}:{name}" not in skipped:
-                leftovers.append(name if m.source == "main" else f"{m.source}:{name}")
+    for input_name in dict.fromkeys(read):
+        for name in sources[input_name].tensors:
+            if name not in consumed.get(input_name, {}) and f"{input_name}:{name}" not in skipped:
+                leftovers.append(name if input_name == "main" else f"{input_name}:{name}")
     if leftovers:
         leftovers = sorted(set(leftovers))
         shown = ", ".join(leftovers[:SHOWN]) + (f" and {len(leftovers) - SHOWN} more" if len(leftovers) > SHOWN else "")
         raise MappingError(f"{len(leftovers)} source tensor(s) are not consumed by any mapping rule, owned "
                            f"by a known component, or dropped: {shown}",
                            file=str(getattr(sources.get("main"), "path", "")), rule="unconsumed_tensors")
-    return BoundModel(mappings[0].architecture, source_kind or "", config_env, layer_kinds, tuple(params),
-                      skipped, mappings)
+    return BoundModel(mappings[0].architecture, source_kind or "", config_env, tuple(args.layer_kinds()),
+                      tuple(params), skipped, mappings)
+
+
+def _int_fields(args) -> dict[str, int]:
+    return {k: v for k, v in vars(args).items() if isinstance(v, int)}
 
 
 def _resolve_prefixes(m: Mapping, kind: str, tensors) -> dict[str, str]:
@@ -176,17 +195,27 @@ def _resolve_prefixes(m: Mapping, kind: str, tensors) -> dict[str, str]:
 
 
 def _fill(template: str, values: TMapping[str, object]) -> str:
-    return re.sub(r"\{([a-z_]+)\}", lambda mo: str(values[mo.group(1)]), template)
+    """``template`` with each ``{name}`` replaced by its value and each ``{expression}`` evaluated."""
+    def one(mo: re.Match) -> str:
+        key = mo.group(1)
+        if key in values:
+            return str(values[key])
+        try:
+            return str(expr.evaluate(key, values))
+        except expr.ExprError as exc:
+            raise MappingError(f"{template}: {exc}", rule="expression") from None
+
+    return re.sub(r"\{([^{}]+)\}", one, template)
 
 
-def _check_layer_probes(m: Mapping, kind: str, tensors, prefixes, layer_kinds) -> None:
+def _check_layer_probes(m: Mapping, kind: str, tensors, values, layer_kinds) -> None:
     for layer, layer_kind in enumerate(layer_kinds):
         # the config's own kind first: "its probe is missing" is the clearer message
         for k, spec in sorted(m.kinds.items(), key=lambda kv: kv[0] != layer_kind):
             probe = spec.probes.get(kind)
             if probe is None:
                 continue
-            names = [_fill(p, {**prefixes, LAYER_PLACEHOLDER: layer}) for p in probe]
+            names = [_fill(p, {**values, LAYER_PLACEHOLDER: layer}) for p in probe]
             missing = [n for n in names if n not in tensors]
             present = not missing
             if present != (k == layer_kind):
@@ -198,7 +227,7 @@ def _check_layer_probes(m: Mapping, kind: str, tensors, prefixes, layer_kinds) -
 
 
 def _bind_rule(m: Mapping, rule: ParameterRule, kind: str, env: dict, layer: int | None, layer_kinds,
-               src, prefixes, used: dict[str, str], args) -> list[BoundParameter]:
+               src, prefixes, used: dict[str, str], args, input_name: str) -> list[BoundParameter]:
     out = []
     for indices in _repeat_indices(m, rule, env):
         local = dict(env)
@@ -226,7 +255,7 @@ def _bind_rule(m: Mapping, rule: ParameterRule, kind: str, env: dict, layer: int
             if sr is None:
                 raise MappingError(f"{name}: the mapping has no {kind} rule", file=f"{m.file}:{rule.line}",
                                    rule="no_source_rule")
-            source = _bind_source(m, rule, sr, name, shape, local, prefixes, src, used)
+            source = _bind_source(m, rule, sr, name, shape, local, prefixes, src, used, input_name)
         out.append(BoundParameter(name=name, component=m.component, role=rule.role, shape=shape, layer=layer,
                                   kind=layer_kind, group=rule.group, input=inp, source=source,
                                   tied_to=_fill(rule.tied_to, local) if tied else None, rule=rule, mapping=m,
@@ -243,7 +272,7 @@ def _repeat_indices(m: Mapping, rule: ParameterRule, env: dict) -> list[dict[str
 
 
 def _bind_source(m: Mapping, rule: ParameterRule, sr: SourceRule, name: str, shape: tuple[int, ...],
-                 local: dict, prefixes: dict, src, used: dict[str, str]) -> BoundSource:
+                 local: dict, prefixes: dict, src, used: dict[str, str], input_name: str) -> BoundSource:
     names = [_fill(c.tensor, {**prefixes, **local}) for c in sr.choices()]
     found = next((i for i, n in enumerate(names) if n in src.tensors), None)
     if found is None:
@@ -253,30 +282,50 @@ def _bind_source(m: Mapping, rule: ParameterRule, sr: SourceRule, name: str, sha
     sr, tname = sr.choices()[found], names[found]
     where = f"{m.file}:{sr.line}"
     t = src.tensors[tname]
+    stack = tuple(_fill(x, {**prefixes, **local}) for x in sr.stack)
+    source_shape = tuple(t.shape)
+    if stack:
+        source_shape = _stacked_shape(name, stack, src, where)
     steps = []
     for step in sr.transforms:
         args = {a: _eval(e, local, m, ("parameters", rule.group, rule.name, step.name, a)) for a, e in step.args}
         steps.append((step.name, args))
     try:
-        chain = resolve_chain(t.shape, steps)
+        chain = resolve_chain(source_shape, steps)
     except TransformError as exc:
-        raise MappingError(f"{name}: {tname} {list(t.shape)}: {exc.message}", file=where,
+        raise MappingError(f"{name}: {tname} {list(source_shape)}: {exc.message}", file=where,
                            rule="transform_shape") from None
     if chain.shape != shape:
-        raise MappingError(f"{name}: {tname} has shape {list(t.shape)}, which the transforms make "
+        raise MappingError(f"{name}: {tname} has shape {list(source_shape)}, which the transforms make "
                            f"{list(chain.shape)}; the mapping expects {list(shape)}", file=where,
                            rule="shape_mismatch")
-    used.setdefault(tname, name)
-    return BoundSource(m.source, tname, chain, t.read_type or t.dtype)
+    for member in stack or (tname,):
+        used.setdefault(member, name)
+    return BoundSource(input_name, tname, chain, t.read_type or t.dtype, stack)
 
 
-def _account(m: Mapping, kind: str, src, env: dict, used: dict[str, str], skipped: dict[str, str],
+def _stacked_shape(name: str, stack: tuple[str, ...], src, where: str) -> tuple[int, ...]:
+    """``(len(stack), *shape)`` of tensors that all exist with one shape and one type."""
+    missing = [x for x in stack if x not in src.tensors]
+    if missing:
+        raise MappingError(f"{name}: stacked source tensor {missing[0]} is missing", file=where,
+                           rule="source_tensor_missing")
+    first = src.tensors[stack[0]]
+    for x in stack[1:]:
+        t = src.tensors[x]
+        if tuple(t.shape) != tuple(first.shape) or (t.read_type or t.dtype) != (first.read_type or first.dtype):
+            raise MappingError(f"{name}: stacked tensors {stack[0]} {list(first.shape)} {first.dtype} and {x} "
+                               f"{list(t.shape)} {t.dtype} differ in shape or type", file=where, rule="stack_shape")
+    return (len(stack), *first.shape)
+
+
+def _account(m: Mapping, input_name: str, kind: str, src, env: dict, used: dict[str, str], skipped: dict[str, str],
              selected: set[str]) -> None:
     """Mark tensors owned by other components or dropped (a selected other component must claim its own)."""
     for name in src.tensors:
         if name in used:
             continue
-        key = f"{m.source}:{name}"
+        key = f"{input_name}:{name}"
         for other in m.other_components:
             if other.component in selected:
                 continue

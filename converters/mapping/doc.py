@@ -34,7 +34,8 @@ def _source(rule: SourceRule | None) -> str:
         for s in choice.transforms:
             args = ", ".join(f"{k}={v}" for k, v in s.args)
             steps.append(f"{s.name}({args})")
-        out.append(f"`{choice.tensor}`" + ("".join(f" → `{x}`" for x in steps)))
+        read = " + ".join(f"`{t}`" for t in choice.stack) + " stacked" if choice.stack else f"`{choice.tensor}`"
+        out.append(read + "".join(f" → `{x}`" for x in steps))
     return " <br>or ".join(out)
 
 
@@ -74,7 +75,7 @@ def render(m: Mapping) -> str:
               "HF source → transforms | evidence |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for p in m.parameters():
         shape = "[" + ", ".join(str(d) for d in p.shape) + "]"
-        tie = f" (tied to `{p.tied_to}` when `{p.tied_when}`)" if p.tied_to else ""
+        tie = f" (tied to `{p.tied_to}`" + (f" when `{p.tied_when}`)" if p.tied_when else ")") if p.tied_to else ""
         if p.repeat:
             tie += " (" + ", ".join(f"`{ph}` < `{n}`" for ph, n in p.repeat) + ")"
         if p.bank:
@@ -110,7 +111,8 @@ def outputs() -> dict[Path, str]:
     for arch in ARCHITECTURE_MODULES:
         for component, file in module(arch).MAPPINGS.items():
             m = load_mapping(MAPPINGS_DIR / file)
-            name = arch if component == "text" else f"{arch}.{component}"
+            own = component == "text" or getattr(module(arch), "COMPONENT", None) == component
+            name = arch if own else f"{arch}.{component}"
             out[DOCS_DIR / f"{name}.md"] = render(m)
     return out
 

@@ -21,6 +21,7 @@ from converters.errors import MappingError
 from converters.mapping import expr
 from converters.mapping.located import Located, LocatedError, load_located
 from converters.mapping.schema import (
+    EXPR_PLACEHOLDER_RE,
     LAYER_PLACEHOLDER,
     MAPPINGS_DIR,
     NAME_RE,
@@ -35,6 +36,7 @@ from converters.mapping.schema import (
     Rule,
     SourceRule,
     TransformStep,
+    template_names,
 )
 
 
@@ -145,11 +147,11 @@ class _Loader:
             if not any(t in r.transforms for r in rules.values()):
                 raise self.fail(path, f"transform {t!r} is used but no rule in 'rules' cites it (evidence)",
                                 rule="transform_without_rule")
-        source = top.get("source", "main")
+        inputs = self.load_inputs(top.get("source", "main"))
         return Mapping(
             file=self.doc.file, sha256=self.sha256, architecture=arch,
             component=self.string(top["component"], ("component",), "component"),
-            source=self.string(source, ("source",), "source"),
+            source=inputs[0], inputs=inputs,
             doc=self.string(top["doc"], ("doc",), "doc"),
             prefixes=prefixes, symbols=symbols, layer_count=layer_count, kinds=kinds, rules=rules,
             groups=groups,
@@ -212,18 +214,31 @@ class _Loader:
             loaded = {}
             for sk, t in probes.items():
                 names_ = t if isinstance(t, list) and t else [t]
-                loaded[sk] = tuple(self.template(n, (*path, "probe", sk), {LAYER_PLACEHOLDER} | set(prefixes.get(sk, {})))
-                                   for n in names_)
+                loaded[sk] = tuple(self.template(n, (*path, "probe", sk), {LAYER_PLACEHOLDER} | set(prefixes.get(sk, {})),
+                                                 names | {LAYER_PLACEHOLDER}) for n in names_)
             kinds[kind] = LayerKind(kind, tuple(gs), loaded)
         return count, kinds
 
-    def template(self, text, path: tuple, allowed: set[str]) -> str:
+    def template(self, text, path: tuple, allowed: set[str], expr_names: set[str] = frozenset()) -> str:
+        """A name template: ``{placeholder}`` from ``allowed`` or ``expr_names``; ``{expression}`` over
+        ``expr_names`` (integers: the config names, symbols and index placeholders) where any are given."""
         text = self.string(text, path, "a name template")
         for ph in PLACEHOLDER_RE.findall(text):
-            if ph not in allowed:
+            if ph not in allowed and ph not in expr_names:
                 raise self.fail(path, f"unknown placeholder {{{ph}}} (allowed here: "
                                 f"{', '.join(sorted(allowed)) or 'none'})", rule="placeholder")
+        for e in EXPR_PLACEHOLDER_RE.findall(text):
+            if not expr_names:
+                raise self.fail(path, f"{{{e}}}: expressions are not allowed in this template", rule="placeholder")
+            self.expression(e, path, expr_names)
         return text
+
+    def load_inputs(self, value) -> tuple[str, ...]:
+        """``source``: one input name, or a non-empty list of distinct names tried in order."""
+        items = value if isinstance(value, list) else [value]
+        if not items or len(set(map(str, items))) != len(items):
+            raise self.fail(("source",), "source is an input name or a non-empty list of distinct input names")
+        return tuple(self.string(v, ("source",), "source") for v in items)
 
     def load_rules(self, value) -> dict[str, Rule]:
         if not isinstance(value, dict) or not value:
@@ -328,16 +343,25 @@ class _Loader:
                 choices.append(self.load_source(v, (*path, i), names, placeholders))
             return dataclasses.replace(choices[0], alternatives=tuple(choices[1:]))
         if isinstance(value, str):
-            return SourceRule(self.template(value, path, placeholders), (), self.doc.line(path))
-        spec = self.fields(value, path, {"tensor": True, "transforms": False}, "a source rule")
+            return SourceRule(self.template(value, path, placeholders, names), (), self.doc.line(path))
+        stacked = isinstance(value, dict) and "stack" in value
+        spec = self.fields(value, path, {"tensor": not stacked, "stack": False, "transforms": False}, "a source rule")
+        if stacked and "tensor" in spec:
+            raise self.fail(path, "a source rule has tensor or stack, not both")
         steps = []
         ts = spec.get("transforms", [])
         if not isinstance(ts, list):
             raise self.fail((*path, "transforms"), "transforms must be a list")
         for i, step in enumerate(ts):
             steps.append(self.load_step(step, (*path, "transforms", i), names))
-        return SourceRule(self.template(spec["tensor"], (*path, "tensor"), placeholders), tuple(steps),
-                          self.doc.line(path))
+        if not stacked:
+            return SourceRule(self.template(spec["tensor"], (*path, "tensor"), placeholders, names), tuple(steps),
+                              self.doc.line(path))
+        members = spec["stack"]
+        if not isinstance(members, list) or len(members) < 2:
+            raise self.fail((*path, "stack"), "stack is a list of at least two tensor names")
+        stack = tuple(self.template(t, (*path, "stack", i), placeholders, names) for i, t in enumerate(members))
+        return SourceRule(stack[0], tuple(steps), self.doc.line(path), stack=stack)
 
     def load_step(self, step, path: tuple, names: set[str]) -> TransformStep:
         if isinstance(step, str):
@@ -376,9 +400,10 @@ class _Loader:
                                     rule="placeholder")
                 if group not in per_layer:
                     for sk, src in ((sk, c) for sk, rule in r.sources.items() for c in rule.choices()):
-                        if "{l}" in src.tensor:
-                            raise self.fail(("parameters", group, r.name, sk), f"unknown placeholder {{l}} in "
-                                            f"{src.tensor}: group {group} is global", rule="placeholder")
+                        for tensor in src.stack or (src.tensor,):
+                            if LAYER_PLACEHOLDER in template_names(tensor):
+                                raise self.fail(("parameters", group, r.name, sk), f"unknown placeholder {{l}} in "
+                                                f"{tensor}: group {group} is global", rule="placeholder")
                     if r.bank and "{l}" in r.bank:
                         raise self.fail(("parameters", group, r.name, "bank"), f"unknown placeholder {{l}} in "
                                         f"{r.bank}: group {group} is global", rule="placeholder")

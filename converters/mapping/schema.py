@@ -6,7 +6,9 @@ top-level keys (seed 003's MAPPING concepts in parentheses):
 ``architecture``  the architecture module (``converters/architectures/<name>.py``) whose ``Args``
                   fields are the config names expressions may use.
 ``component``     the component id the parameters belong to (``text``, ``mtp``, ``vision`` …).
-``source``        optional: which input carries the tensors (``main``, default; ``mmproj`` …).
+``source``        optional: which input carries the tensors (``main``, default; ``mmproj`` …), or a
+                  list of inputs tried in order, the first one given being read (``[mmproj, main]``:
+                  an mmproj when one is given, else the main checkpoint).
 ``doc``           one paragraph for the generated tables.
 ``prefixes``      optional: per source kind, placeholders with alternatives (``{text}`` → the first of
                   ``model.language_model.``, ``model.`` that names a tensor).
@@ -22,7 +24,9 @@ top-level keys (seed 003's MAPPING concepts in parentheses):
 ``parameters``    group name (``text_globals``, ``per_layer``, ``per_layer_gdn`` …) → logical
                   parameter name template → rule: ``shape`` (expressions), ``role`` (what recipes key
                   on), optional ``input`` (the use's input, container §8), per source kind (``gguf``,
-                  ``hf``) a tensor name or ``{tensor, transforms}`` — or a list of those: alternatives,
+                  ``hf``) a tensor name, ``{tensor, transforms}`` or ``{stack: [t0, t1 …], transforms}``
+                  (tensors of one shape stacked along a new leading axis before the transforms: a
+                  Conv3d split in time by its converter) — or a list of those: alternatives,
                   the first whose tensor the source has is bound (one checkpoint format written two
                   ways by different converter versions) —, optional ``tied_to``
                   (``{parameter, when}``: bind another parameter's object — always, or when the boolean
@@ -38,6 +42,9 @@ top-level keys (seed 003's MAPPING concepts in parentheses):
 ``drop``          tensors deliberately not converted: regex per source kind and ``evidence``.
 ``unresolved``    (``_unresolved``) open questions, printed with the tables.
 
+Name templates use ``{placeholder}`` (``{l}``, a repeat index, a prefix) or ``{expression}`` over those
+and the config names and symbols (``blk.{num_hidden_layers + l}``: a block numbered after the trunk).
+
 Unknown keys, missing fields, unknown transforms or arguments, and expressions that do not evaluate are
 :class:`~converters.errors.MappingError` naming ``file:line`` (the loader: :mod:`.loader`).
 """
@@ -48,12 +55,16 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from converters.mapping import expr
+
 MAPPINGS_DIR = Path(__file__).resolve().parents[2] / "mappings"
 SOURCE_KINDS = ("gguf", "hf")
 LAYER_PLACEHOLDER = "l"
 ROLE_RE = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")
 NAME_RE = re.compile(r"^[a-z0-9_]+(/([a-z0-9_]+|\{[a-z]+\}))*$")
 PLACEHOLDER_RE = re.compile(r"\{([a-z_]+)\}")
+#: an ``{expression}`` placeholder: braces around anything that is not a plain lower-case name
+EXPR_PLACEHOLDER_RE = re.compile(r"\{([^{}]*[^a-z_{}][^{}]*)\}")
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,7 @@ class SourceRule:
     transforms: tuple[TransformStep, ...]
     line: int
     alternatives: tuple[SourceRule, ...] = ()
+    stack: tuple[str, ...] = ()  # tensors stacked along a new leading axis (``tensor`` is the first)
 
     def choices(self) -> tuple[SourceRule, ...]:
         return (self, *self.alternatives)
@@ -147,6 +159,10 @@ class Mapping:
     other_components: tuple[OtherComponent, ...]
     drops: tuple[Drop, ...]
     unresolved: tuple[str, ...]
+    inputs: tuple[str, ...] = ()  # ``source`` and its alternatives, in order (empty: ``(source,)``)
+
+    def input_choices(self) -> tuple[str, ...]:
+        return self.inputs or (self.source,)
 
     def layer_groups(self) -> set[str]:
         return {g for k in self.kinds.values() for g in k.groups}
@@ -156,3 +172,11 @@ class Mapping:
 
     def rule_for_transform(self, name: str) -> Rule | None:
         return next((r for r in self.rules.values() if name in r.transforms), None)
+
+
+def template_names(text: str) -> set[str]:
+    """The names a name template reads: its ``{placeholder}`` names and the names its expressions use."""
+    names = set(PLACEHOLDER_RE.findall(text))
+    for e in EXPR_PLACEHOLDER_RE.findall(text):
+        names |= expr.names(e)
+    return names
