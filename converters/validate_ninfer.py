@@ -37,6 +37,7 @@ from converters.gates.prerun import check_auxiliaries
 from converters.gates.structure import check_structure
 from converters.gates.supply import check_supply_chain
 from converters.report import SCHEMA_NINFER, Report
+from ninfer_core.errors import NinferError
 
 GATE_A_CHECKS = ["entry_readable", "framing", "parts_present_and_sized", "part_identity", "symlinks", "unknown_files"]
 GATE_B_CHECKS = ["directory_schema", "object_encodings", "text_config"]
@@ -46,6 +47,16 @@ GATE_C_CHECKS = ["references", "object_ranges", "binding_coverage", "uses", "obj
 def _add(report: Report, issues: list[Issue]) -> None:
     for i in issues:
         report.add(VALIDATE_CODES.finding(i.code, i.evidence, path=i.path, file=i.file, detail=i.detail))
+
+
+def _guarded(report: Report, gate: str, run, default):
+    """``run()``, or ``default`` with a ``NINFER_READ_FAILED`` finding when reading the artifact fails (a damaged
+    part is Gate A's finding; the gates after it say what they could not read instead of stopping)."""
+    try:
+        return run()
+    except NinferError as exc:
+        _add(report, [Issue("NINFER_READ_FAILED", f"Gate {gate} could not complete: {exc.message} [rule {exc.rule}]")])
+        return default
 
 
 def validate_ninfer(path: str | os.PathLike, *, context: int | None = None, batch: int | None = None) -> Report:
@@ -114,13 +125,13 @@ def _with_artifact(report: Report, art, context, batch) -> None:
     report.gate("D").check("kv_cache")
     _add(report, issues)
     # Gate E
-    section, issues, checks = check_supply_chain(art)
+    section, issues, checks = _guarded(report, "E", lambda: check_supply_chain(art), ({}, [], []))
     report.section("supply_chain").update(section)
     for c in checks:
         report.gate("E").check(c)
     _add(report, issues)
     # Gate F
-    issues, counts = check_auxiliaries(art, shapes)
+    issues, counts = _guarded(report, "F", lambda: check_auxiliaries(art, shapes), ([], {}))
     report.gate("F").check("auxiliaries")
     report.section("pre_run")["auxiliaries"] = counts
     _add(report, issues)

@@ -43,6 +43,7 @@ SPECS: tuple[GateCode, ...] = (
     GateCode("NINFER_PART_SIZE", E, "A", 1, "A file of the set is shorter or longer than its declared payload (truncated or extended; §3, §11.2)."),
     GateCode("NINFER_PART_FOREIGN", E, "A", 1, "A part's header names another artifact_id, another index or a wrong magic (§3.2)."),
     GateCode("NINFER_SYMLINK_ESCAPE", E, "A", 1, "A file of the set is a symlink that leaves the artifact's directory, or dangles."),
+    GateCode("NINFER_READ_FAILED", E, "A", 1, "Reading the artifact failed while a check ran (a damaged or missing part; the read error is in the evidence)."),
     GateCode("NINFER_ALIGNMENT_ZONE", W, "A", 1, "An alignment zone holds non-zero bytes; the writer fills it with zeros (§3.1, §3.2)."),
     GateCode("NINFER_UNKNOWN_FILE", INFO, "A", None, "A file named like a part or temporary of this artifact that the directory does not declare."),
     # schema (container §1, §4–§10; seed 004 Gate B)

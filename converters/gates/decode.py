@@ -7,8 +7,9 @@ axis; 1-D: rows of one element), so gates can compare a 30 GB model block by blo
   element ranges (whole object or ordered parts, container §7.1) → the object rows that hold them
   (``codecs.decode(rows=...)``, container §7.3) → the use's auxiliaries undone: ``input_columns`` (the stored
   column ``j`` is logical column ``cols[j]``, §8) and ``hadamard_signs`` (the stored matrix is ``W·D·H``,
-  storage-layouts §7). ``engine.logical_array`` does the same for whole arrays; verify does not reuse it so
-  the converter's own undo logic is not what checks the converter.
+  storage-layouts §7; :func:`hadamard_unrotate`). ``engine.logical_array`` does the same for whole arrays;
+  verify does not reuse it (nor ``transforms.hadamard_unrotate``) so that the converter's own undo logic is not
+  what checks the converter.
 - :class:`SourceRows` computes the source's values after the mapped transforms for a row range — the row
   block form of ``engine.parameter_values`` (same chain: source rows selected, columns reordered, value
   steps in float64, rounded once to float32).
@@ -25,12 +26,12 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from converters import transforms as T
 from converters.rows import TensorRows
 from ninfer_core import codecs
 
 #: float32 elements per row block (64 MiB)
 BLOCK_ELEMENTS = 16 * 1024 * 1024
+HADAMARD_BLOCK = 1024  # storage-layouts §7
 
 
 def matrix_shape(shape) -> tuple[int, int]:
@@ -45,6 +46,25 @@ def row_blocks(n_rows: int, k: int, elements: int = BLOCK_ELEMENTS) -> Iterator[
     step = max(1, elements // max(1, k))
     for a in range(0, n_rows, step):
         yield a, min(n_rows, a + step)
+
+
+def hadamard_unrotate(stored: np.ndarray, signs: np.ndarray) -> np.ndarray:
+    """``W = W' · H · D`` per 1024-column block (storage-layouts §7: ``W' = W · D · H``, ``H = H^T = H^-1``).
+
+    ``x · H`` is computed as a fast Walsh–Hadamard transform (10 butterfly stages of ``[a + b, a - b]``, the
+    Sylvester order) in float64, O(K log K) per row instead of a 1024 × 1024 product."""
+    rows, k = stored.shape
+    if k % HADAMARD_BLOCK or signs.shape != (k,):
+        raise ValueError(f"Hadamard unrotation of {k} columns with {signs.shape[0]} signs (blocks of {HADAMARD_BLOCK})")
+    y = np.asarray(stored, dtype=np.float64).reshape(rows * (k // HADAMARD_BLOCK), HADAMARD_BLOCK)
+    h = 1
+    while h < HADAMARD_BLOCK:
+        y = y.reshape(y.shape[0], -1, 2, h)
+        a, b = y[:, :, 0, :], y[:, :, 1, :]
+        y = np.stack((a + b, a - b), axis=2)
+        h *= 2
+    y = y.reshape(rows, k) / np.sqrt(HADAMARD_BLOCK)
+    return (y * signs.astype(np.float64)).astype(np.float32)
 
 
 class ArtifactRows:
@@ -103,7 +123,7 @@ class ArtifactRows:
             restored[:, self.columns] = x
             x = restored
         if self.signs is not None:
-            x = T.hadamard_unrotate(x, self.signs).astype(np.float32)
+            x = hadamard_unrotate(x, self.signs)
         return x
 
     def array(self) -> np.ndarray:

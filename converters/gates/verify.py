@@ -6,7 +6,8 @@ wrongly ordered rows. The gates, in order:
 1. **structure** — every container rule (``ninfer_core.validate``) and the filesystem checks;
 2. **coverage** — every logical parameter of the architecture and selected components bound in its logical
    shape with its use, no unconsumed object (from the source's mapping; without a source, the text contract);
-3. **codec validity** — every object's encoding and bytes (codes, multipliers, padding);
+3. **codec validity** — every object's encoding and bytes (codes, multipliers, padding) and the use
+   auxiliaries (Hadamard signs, input columns, activation divisors; :mod:`converters.gates.prerun`);
 4. **values** — each parameter against the source after the mapped transforms: exact where provenance says
    exact, within the format's tolerance where requantized (:mod:`converters.gates.values`);
 5. **order probes** — per-row and per-head comparison with the source (:mod:`converters.gates.values`);
@@ -34,9 +35,11 @@ from converters.gates.codes import Issue
 from converters.gates.contract import expected_from_bound, expected_text, layer_of, text_spec
 from converters.gates.coverage import check_coverage
 from converters.gates.numerics import check_golden
+from converters.gates.prerun import check_auxiliaries
 from converters.gates.resources import check_against_source, check_recorded_hashes
 from converters.gates.structure import check_structure, relative_name
 from converters.gates.values import check_parameters
+from ninfer_core.errors import NinferError
 
 log = logging.getLogger(__name__)
 
@@ -182,10 +185,17 @@ def _gates_with_artifact(art, path: Path, source, gates, report, sweep, layer_li
                 expected = {}
             g2.evidence["parameters_from"] = "text contract (no source)"
             unchecked = tuple(c for c in art.components if c != "text")
-        g2.issues += check_coverage(art, expected, unchecked=unchecked,
-                                    only_layer=only_layer if isinstance(only_layer, int) else None)
+        g2.issues += _guarded(g2, lambda: check_coverage(art, expected, unchecked=unchecked,
+                                                         only_layer=only_layer if isinstance(only_layer, int) else None), [])
         g2.evidence.update(parameters=len(expected), bindings=len(art.bindings), objects=len(art.objects))
         g2.seconds = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        aux_issues, counts = _guarded(gates[3], lambda: check_auxiliaries(art, {n: e.shape for n, e in expected.items()}),
+                                      ([], {}))
+        gates[3].issues += aux_issues
+        gates[3].checks.append("auxiliaries")
+        gates[3].evidence["auxiliaries"] = counts
+        gates[3].seconds += time.perf_counter() - t0
         if model is None:
             for n in (4, 5, 7):
                 gates[n].skipped = NO_SOURCE
@@ -193,8 +203,8 @@ def _gates_with_artifact(art, path: Path, source, gates, report, sweep, layer_li
                                              "with the source: pass --source (the GGUF file or HF directory the "
                                              "artifact was converted from)"))
             t0 = time.perf_counter()
-            issues, n_hashed = check_recorded_hashes(art)
-            gates[6].issues = issues
+            issues, n_hashed = _guarded(gates[6], lambda: check_recorded_hashes(art), ([], 0))
+            gates[6].issues += issues
             gates[6].checks = ["recorded_sha256"]
             gates[6].skipped = f"{NO_SOURCE} ({n_hashed} resource(s) match the sha256 provenance records)"
             gates[6].seconds = time.perf_counter() - t0
@@ -239,9 +249,9 @@ def _source_gates(art, model, config, gates, report, sweep, layer_list) -> None:
                    "worst_row_rel": max((c["worst_row_rel"] or 0 for c in checked), default=None)}
     g4.seconds = g5.seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
-    issues, n_hashed = check_recorded_hashes(art)
-    src_issues, rows = check_against_source(art, model.source)
-    gates[6].issues = issues + src_issues
+    issues, n_hashed = _guarded(gates[6], lambda: check_recorded_hashes(art), ([], 0))
+    src_issues, rows = _guarded(gates[6], lambda: check_against_source(art, model.source), ([], []))
+    gates[6].issues += issues + src_issues
     gates[6].checks = ["recorded_sha256", "source_resources"]
     gates[6].evidence = {"resources": rows, "recorded_hashes_checked": n_hashed}
     gates[6].seconds = time.perf_counter() - t0
@@ -251,11 +261,22 @@ def _source_gates(art, model, config, gates, report, sweep, layer_list) -> None:
             any(i.code == "VERIFY_PARAMETER_UNREADABLE" for i in g4.issues):
         g7.skipped = "bindings missing or unreadable (gates 2/4); the forward pass needs every parameter"
     else:
-        g7.issues, g7.evidence = check_golden(art, model, config)
+        g7.issues, g7.evidence = _guarded(g7, lambda: check_golden(art, model, config), ([], {}))
         g7.checks = ["forward_source", "forward_artifact", "top1", "cosine", "max_abs_error"]
         if any(i.code == "VERIFY_GOLDEN_UNAVAILABLE" for i in g7.issues):
             g7.skipped = g7.issues[0].evidence
     g7.seconds = time.perf_counter() - t0
+
+
+def _guarded(gate: GateResult, run, default):
+    """``run()``, or ``default`` with a ``NINFER_READ_FAILED`` issue on ``gate`` when reading fails (a damaged
+    part is gate 1's finding; the gates after it report what they could not read instead of stopping)."""
+    try:
+        return run()
+    except NinferError as exc:
+        gate.issues.append(Issue("NINFER_READ_FAILED", f"gate {gate.number} ({gate.name}) could not complete: "
+                                 f"{exc.message} [rule {exc.rule}]"))
+        return default
 
 
 def _source_identity(art, model) -> list[Issue]:
