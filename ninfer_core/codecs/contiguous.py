@@ -49,7 +49,7 @@ class ContiguousCodec(Codec):
     @classmethod
     def encode_block(cls, geom: Geometry, x: np.ndarray, views: dict[str, np.ndarray], r0: int, r1: int,
                      encoder: str, ctx: object) -> None:
-        views["data"][r0:r1] = cls.from_values(x[r0:r1]).view(np.uint8)
+        views["data"][r0:r1] = cls.from_values(np.ascontiguousarray(x[r0:r1])).view(np.uint8)
 
     @classmethod
     def check_block(cls, geom: Geometry, views: dict[str, np.ndarray], r0: int, r1: int) -> Tally:
