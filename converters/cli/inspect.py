@@ -1,5 +1,5 @@
 """``convert inspect PATH``: static inspection of a GGUF, safetensors (file or sharded directory) or
-``.ninfer`` artifact, or a page of a stored Evidence record (seed 002).
+``.ninfer`` artifact, a calbin package (summary, seed 004), or a page of a stored Evidence record (seed 002).
 
 Examples::
 
@@ -89,6 +89,18 @@ def _print_summary(s: dict) -> None:
                             ["#", *cols], [[r["index"], *[_cell(r.get(c)) for c in cols]] for r in page["rows"]]))
 
 
+def _print_calbin(rec: dict) -> None:
+    model, mem = rec.get("model", {}), rec.get("memory", {})
+    rows = [["format", "calbin"], ["path", rec["package"]["path"]], ["files", rec["package"].get("file_count")],
+            *[[k, _cell(v)] for k, v in model.items()],
+            ["parameter bytes by chip", _cell(mem.get("parameter_bytes", {}).get("by_chip"))],
+            ["submodels", ", ".join(s["name"] for s in rec.get("submodels", []))],
+            ["findings", _cell(rec["finding_counts"])], ["verdict", rec["verdict"]]]
+    console.print(table("calbin package", ["field", "value"], rows))
+    console.print(table("gates", ["gate", "title", "status"],
+                        [[g["name"], g["title"], g["status"]] for g in rec["gates"]]))
+
+
 @command("inspect")
 def inspect_cmd(
     path: Path = typer.Argument(..., help="GGUF / safetensors file, checkpoint directory, .ninfer entry, "
@@ -138,6 +150,8 @@ def inspect_cmd(
         raise typer.Exit(130) from None
     if json_out:
         emit_json(result)
+    elif result.get("format") == "calbin":
+        _print_calbin(result)
     elif "parent_evidence_id" in result:
         _print_summary(result)
     else:

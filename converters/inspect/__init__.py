@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from converters.calbin.validate import is_calbin_package
 from converters.errors import SourceError
+from converters.inspect.calbin_facts import inspect_calbin
 from converters.inspect.evidence import EvidenceError, load_evidence, write_evidence
 from converters.inspect.gguf_facts import gguf_facts
 from converters.inspect.hashing import BUFFER_BYTES
@@ -61,7 +63,8 @@ def _inspect_ninfer(path: Path, **kw) -> dict:
 def inspect_model_artifact(path, *, hash: str = "header", detail: str = "full", view: dict | None = None,
                            evidence_output=None, progress: Callable[[int], None] | None = None,
                            buffer_bytes: int = BUFFER_BYTES) -> dict:
-    """Inspect ``path`` (GGUF, safetensors, HF/sharded directory, ``.ninfer``, or a stored Evidence file).
+    """Inspect ``path`` (GGUF, safetensors, HF/sharded directory, ``.ninfer``, a calbin package, or a stored
+    Evidence file). A calbin package always gives its summary (:mod:`converters.inspect.calbin_facts`).
 
     Args:
         hash: ``"header"`` (header length and SHA-256 only; ``artifact.sha256`` and ``body`` null) or
@@ -97,6 +100,12 @@ def inspect_model_artifact(path, *, hash: str = "header", detail: str = "full", 
         raise SourceError("evidence output already exists; refusing to overwrite", file=str(evidence_output),
                           code="target_unavailable", category="output_exists", rule="no_overwrite")
     p = Path(path)
+    if is_calbin_package(p):
+        if view is not None or evidence_output is not None:
+            raise ViewError("views and evidence files apply to model files; a calbin package has a summary "
+                            "only (use `convert validate` for its full report)", json_path="view",
+                            rule="options_conflict")
+        return inspect_calbin(p, hash_mode=hash)
     kind = sniff(p)
     kw = {"hash_mode": hash, "progress": progress, "buffer_bytes": buffer_bytes}
     if kind == "json":
