@@ -104,14 +104,13 @@ def fwht(x: np.ndarray, block: int = HADAMARD_BLOCK) -> np.ndarray:
         y = y.reshape(y.shape[0], -1, 2, h)
         y = np.stack((y[:, :, 0] + y[:, :, 1], y[:, :, 0] - y[:, :, 1]), axis=2)
         h *= 2
-    return (y.reshape(shape) / np.sqrt(block)).astype(np.float64)
+    return y.reshape(shape) / np.sqrt(block)
 
 
 def hadamard_signs(cfg: Mapping, seed: int = 0) -> dict[int, np.ndarray]:
     """One ±1 vector per rotated input width (ascending), as ``prism.hadamard.sign_values`` holds them."""
     out = {}
-    for width in sorted({shape[-1] for name, shape in _ternary_shapes(cfg).items() if name != "token_embd.weight"}
-                        | {cfg["hidden_size"]}):
+    for width in sorted({shape[-1] for shape in _ternary_shapes(cfg).values()}):
         rng = np.random.default_rng([seed, zlib.crc32(b"prism.hadamard"), width])
         out[width] = np.where(rng.random(width) < 0.5, -1.0, 1.0).astype(np.float32)
     return out
@@ -210,7 +209,8 @@ def _hf_matrices(cfg: Mapping, stored: Mapping[str, np.ndarray], rotated: bool) 
 
 
 def _logical(cfg: Mapping, seed: int, matrices: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    hf = {**qwen35.hf_tensors(cfg, seed), **matrices}
+    hf = {s.name: s.values(seed) for s in qwen35.text_specs(cfg) if s.name not in matrices}
+    hf.update(matrices)
     out = qwen3.common_logical(hf, cfg)
     for layer, kind in enumerate(cfg["layer_types"]):
         if kind == "full_attention":

@@ -4,8 +4,9 @@ GGUF llama.cpp writes for the tower.
 
 Checked against the sources (via the search tool):
 
-- transformers ``Qwen3VLVisionModel`` / ``Qwen3_5VisionModel`` (configs ``Qwen3VLVisionConfig``,
-  ``Qwen3_5VisionConfig`` @008e5743): ``patch_embed.proj`` is a ``Conv3d`` with bias,
+- transformers ``Qwen3VLVisionModel`` / ``Qwen3_5VisionModel`` (``Qwen3VLVisionPatchMerger`` as ported
+  by several runtimes; ``configuration_qwen3_5_moe.py`` @008e5743 for ``Qwen3_5MoeVisionConfig``, whose
+  fields the dense ``Qwen3_5VisionConfig`` shares): ``patch_embed.proj`` is a ``Conv3d`` with bias,
   weight ``[hidden, in_channels, temporal_patch_size, p, p]``; ``pos_embed`` an ``Embedding``
   ``[num_position_embeddings, hidden]``; blocks ``norm1``/``norm2`` (LayerNorm with bias),
   ``attn.qkv [3·hidden, hidden]`` (+bias), ``attn.proj`` (+bias), ``mlp.linear_fc1 [intermediate, hidden]``
