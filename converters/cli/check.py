@@ -43,6 +43,9 @@ def print_check(r: dict) -> None:
                      s["verdict"] + ("" if "problems" not in s else ": " + "; ".join(s["problems"]))])
     console.print(table("CHECK 2 - byte round trip, decode equality, offset probe (one tensor per role)",
                         ["tensor", "type", "target", "bytes_equal", "decode_equal", "probe", "verdict"], rows))
+    for s in r["check2"]["samples"]:  # one unwrapped line per failure, greppable in logs
+        for problem in s.get("problems", []):
+            console.print(f"  {s['tensor']}: {problem}", highlight=False, markup=False, soft_wrap=True)
     c3 = r["check3"]
     bad = [o for o in c3["objects"] if o["status"] not in ("OK", "borrowed")]
     rows = [[o["object"], "×".join(map(str, o.get("shape", []))), o.get("format", o["kind"]), _fmt(o["bytes"]),
