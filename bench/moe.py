@@ -1,0 +1,222 @@
+"""``make bench`` area ``moe``: expert banks far larger than the converter's memory, converted in it.
+
+1. ``exact``: a generated one-layer Qwen3-MoE GGUF (llama.cpp names and layout: ``ffn_{gate,up,down}_exps``
+   banks ``(E, N, K)`` of Q8_0, F32 router and norms, gpt2 tokenizer metadata) whose every bank is
+   :data:`BANK_BYTES` × ``scale`` (6 GiB at scale 1), converted with the ``exact`` recipe (Q8_0 →
+   ``q8_g32_fp16`` transcoded expert by expert, banks written plane-major) in a child process whose
+   memory is limited to :data:`MEMORY_LIMIT` — several times below one bank, so a converter that held a
+   bank would fail, not just be slow. Reported: the child's peak RSS (``wait4`` rusage), the throughput
+   as a ratio to ``cp`` of the same file in the same run, and a value spot check (experts 0 and E−1 of
+   every bank decoded from the artifact against gguf-py's ``dequantize`` of the source rows).
+2. The same conversion under ``ulimit -v`` (``RLIMIT_AS``) at the same limit: whether it runs at all.
+3. ``nvfp4``: a smaller bank (:data:`NVFP4_BANK_BYTES` × ``scale``, 64 experts) requantized to nvfp4 with
+   one divisor per expert under the limit: each expert is encoded whole (its float32 matrix), measured,
+   then written — memory follows one expert (plus the engine's measure cache), not the bank.
+
+The limit of 1 and 3 is ``setrlimit(RLIMIT_DATA)``: heap and private writable mappings, i.e. everything
+the converter allocates, but not read-only maps of the input file, which cost address space, not memory
+(and which the reader of GGUF metadata makes of the whole file — so 2 fails while the file is larger than
+the limit; that is reported, not hidden). The child runs with ``MALLOC_ARENA_MAX=2`` and one BLAS thread:
+both only shrink reservations (glibc's 64 MiB arena per thread, OpenBLAS buffers) that are never touched.
+
+The banks' bytes are random Q8_0 blocks (uniform codes in −127..127, FP16 scales around 1e−3) made by a
+block codec handed to :mod:`tinymodels`' GGUF writer, because drawing and quantizing 18 GiB of floats with
+gguf-py runs at ~30 MB/s (minutes per GiB); everything else in the file is tinymodels' own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+GIB = 1 << 30
+MIB = 1 << 20
+BANK_BYTES = 6 * GIB
+NVFP4_BANK_BYTES = 1 * GIB
+MEMORY_LIMIT = 1 * GIB
+RATIO_TARGET = 0.6
+Q8_0_BLOCK, Q8_0_BYTES, Q8_0_ID = 32, 34, 8
+
+CHILD = """
+import json, resource, sys, time
+limit = int(sys.argv[4])
+resource.setrlimit(getattr(resource, sys.argv[6]), (limit, limit))
+from converters.convert import convert
+t = time.perf_counter()
+r = convert(sys.argv[1], sys.argv[2], recipe=sys.argv[3], workers=int(sys.argv[5]))
+s = r.summary()
+print(json.dumps({"seconds": time.perf_counter() - t, "exactness": s["exactness"],
+                  "worst_cosine": s.get("worst_cosine"), "objects": s["objects"]}))
+"""
+
+
+class RandomQ8_0:
+    """A :class:`tinymodels.gguf_writer.BlockCodec` producing random Q8_0 blocks (the float rows it is
+    given are ignored): block = FP16 scale ``d`` then 32 int8 codes, as ggml's ``block_q8_0``."""
+
+    type_id, block_elements, block_bytes = Q8_0_ID, Q8_0_BLOCK, Q8_0_BYTES
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def encode(self, values: np.ndarray) -> np.ndarray:
+        n_blocks = values.size // Q8_0_BLOCK
+        out = np.empty((n_blocks, Q8_0_BYTES), dtype=np.uint8)
+        codes = np.frombuffer(self.rng.bytes(n_blocks * Q8_0_BLOCK), dtype=np.int8).reshape(n_blocks, Q8_0_BLOCK)
+        out[:, 2:] = np.maximum(codes, -127).view(np.uint8)  # ggml never writes -128
+        d = (self.rng.random(n_blocks, dtype=np.float32) * 1.5e-3 + 0.5e-3).astype("<f2")
+        out[:, :2] = d.view(np.uint8).reshape(n_blocks, 2)
+        return out.reshape(*values.shape[:-1], values.shape[-1] // Q8_0_BLOCK * Q8_0_BYTES)
+
+
+def write_bank_gguf(path: Path, bank_bytes: int, experts: int, seed: int = 0) -> dict:
+    """A one-layer Qwen3-MoE GGUF whose expert banks are about ``bank_bytes`` each; returns its config."""
+    import gguf
+
+    from tinymodels import gguf_writer, qwen3, qwen3_moe, tokenizer
+    from tinymodels.gguf_writer import PlannedTensor
+
+    cfg = qwen3_moe.bank_config(bank_bytes, "Q8_0", num_experts=experts)
+    tensors = []
+    for t in qwen3_moe.gguf_tensors(cfg, seed, "Q8_0"):
+        if "_exps." in t.name:
+            def zeros(a, b, k=t.shape[-1]):
+                return np.zeros((b - a, k), dtype=np.float32)  # calloc: never touched, the codec ignores it
+            t = PlannedTensor(t.name, t.shape, gguf.GGMLQuantizationType.Q8_0, zeros, flat_rows=zeros,
+                              codec=RandomQ8_0(seed + len(tensors)))
+        tensors.append(t)
+
+    def metadata(w) -> None:
+        qwen3.add_base_metadata(w, cfg, "Bench Qwen3-MoE bank", "Q8_0")
+        qwen3_moe.add_moe_metadata(w, cfg)
+        gguf_writer.add_tokenizer(w, tokenizer.resources(), cfg, qwen3_moe.TOKENIZER_PRE)
+
+    gguf_writer.write_gguf_file(path, gguf.MODEL_ARCH_NAMES[qwen3_moe.ARCH], metadata, tensors)
+    return cfg
+
+
+def _child(src: Path, out: Path, recipe: str, workers: int, rlimit: str = "RLIMIT_DATA") -> tuple[dict, int]:
+    """Convert in a child under ``rlimit`` = :data:`MEMORY_LIMIT`; its JSON result and peak RSS (bytes)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "MALLOC_ARENA_MAX": "2",
+           "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(src), str(out), recipe, str(MEMORY_LIMIT),
+                             str(workers), rlimit], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    stdout = proc.stdout.read()
+    stderr = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{recipe} conversion under {rlimit}={MEMORY_LIMIT} failed: {stderr.decode()[-2000:]}")
+    return json.loads(stdout.decode().strip().splitlines()[-1]), int(usage.ru_maxrss) * 1024
+
+
+def _cp_seconds(src: Path, dst: Path) -> float:
+    os.sync()
+    started = time.perf_counter()
+    subprocess.run(["cp", str(src), str(dst)], check=True)
+    os.sync()
+    seconds = time.perf_counter() - started
+    dst.unlink()
+    return seconds
+
+
+def _spot_check(src: Path, out: Path, cfg: dict) -> float:
+    """Max |artifact − gguf-py| over 4 rows of experts 0 and E−1 of every bank (0.0 = exact)."""
+    from gguf import GGUFReader
+    from gguf.quants import dequantize
+
+    from ninfer_core import codecs, open_artifact
+
+    reader = GGUFReader(src)
+    worst = 0.0
+    with open_artifact(out) as art:
+        for proj in ("gate", "up", "down"):
+            t = next(t for t in reader.tensors if t.name == f"blk.0.ffn_{proj}_exps.weight")
+            bank = art.object(f"text/layers/0/moe/experts/{proj}")
+            rows = bank.shape[0] // cfg["num_experts"]
+            data = art.read_range(bank.offset, bank.bytes)
+            for e in (0, cfg["num_experts"] - 1):
+                want = dequantize(np.asarray(t.data[e, :4]), t.tensor_type).reshape(4, -1)
+                got = codecs.decode(bank.format, bank.layout, bank.shape, data, rows=(e * rows, e * rows + 4))
+                worst = max(worst, float(np.max(np.abs(got - want))))
+            data.release()
+    return worst
+
+
+def run(workdir: Path, scale: float = 1.0) -> list[dict]:
+    workers = min(4, os.cpu_count() or 1)
+    results = []
+    # 1. exact, banks of BANK_BYTES x scale
+    src = workdir / "moe-bank.Q8_0.gguf"
+    t = time.perf_counter()
+    cfg = write_bank_gguf(src, int(BANK_BYTES * scale), experts=16)
+    gen_s = time.perf_counter() - t
+    size = src.stat().st_size
+    from tinymodels import qwen3_moe
+
+    bank = qwen3_moe.bank_nbytes(cfg, "Q8_0")
+    cp_s = _cp_seconds(src, workdir / "copy.gguf")
+    out = workdir / "moe-bank.exact.ninfer"
+    res, rss = _child(src, out, "exact", workers)
+    spot = _spot_check(src, out, cfg)
+    detail = {"source_bytes": size, "bank_bytes": bank, "banks": 3, "experts": cfg["num_experts"],
+              "expert_bytes": bank // cfg["num_experts"], "memory_limit_bytes": MEMORY_LIMIT,
+              "bank_over_limit": round(bank / MEMORY_LIMIT, 2), "peak_rss_bytes": rss,
+              "bank_over_rss": round(bank / rss, 2), "convert_seconds": round(res["seconds"], 2),
+              "cp_seconds": round(cp_s, 2), "convert_MBps": round(size / res["seconds"] / 1e6, 1),
+              "cp_MBps": round(size / cp_s / 1e6, 1), "exactness": res["exactness"],
+              "spot_check_max_abs_error": spot, "generate_seconds": round(gen_s, 1), "workers": workers}
+    results.append({"name": "MoE exact Q8_0 bank → .ninfer peak RSS (memory limit below one bank)",
+                    "value": round(rss / GIB, 3), "unit": "GiB", "target": f"< {MEMORY_LIMIT / GIB:g} GiB (bank "
+                    f"{bank / GIB:.2f} GiB)", "met": rss < MEMORY_LIMIT < bank and spot == 0.0, "detail": detail})
+    ratio = cp_s / res["seconds"]
+    results.append({"name": "MoE exact Q8_0 bank conversion throughput vs cp", "value": round(ratio, 3),
+                    "unit": "× cp", "target": f">= {RATIO_TARGET}", "met": ratio >= RATIO_TARGET,
+                    "detail": {"source_bytes": size, "convert_seconds": detail["convert_seconds"],
+                               "cp_seconds": detail["cp_seconds"]}})
+    out.unlink()
+    try:  # 2. the same under ulimit -v
+        _, as_rss = _child(src, out, "exact", workers, "RLIMIT_AS")
+        as_detail = {"peak_rss_bytes": as_rss}
+        out.unlink()
+    except RuntimeError as exc:
+        as_rss, as_detail = None, {"error": str(exc).splitlines()[-1][:400]}
+    results.append({"name": "MoE exact conversion runs under ulimit -v below the file size",
+                    "value": int(as_rss is not None), "unit": "yes=1", "target": "1", "met": as_rss is not None,
+                    "detail": {**as_detail, "source_bytes": size, "rlimit_as_bytes": MEMORY_LIMIT}})
+    src.unlink()
+    # 3. nvfp4 (requantized, one divisor per expert), banks of NVFP4_BANK_BYTES x scale, 64 experts
+    src = workdir / "moe-bank-small.Q8_0.gguf"
+    cfg = write_bank_gguf(src, int(NVFP4_BANK_BYTES * scale), experts=64, seed=1)
+    bank = qwen3_moe.bank_nbytes(cfg, "Q8_0")
+    out = workdir / "moe-bank.nvfp4.ninfer"
+    res, rss = _child(src, out, "nvfp4", workers)
+    expert_f32 = 4 * cfg["moe_intermediate_size"] * cfg["hidden_size"]
+    results.append({"name": "MoE Q8_0 bank → nvfp4 (divisor per expert) peak RSS", "value": round(rss / GIB, 3),
+                    "unit": "GiB", "target": f"< {MEMORY_LIMIT / GIB:g} GiB", "met": rss < MEMORY_LIMIT,
+                    "detail": {"bank_bytes": bank, "experts": cfg["num_experts"], "expert_float32_bytes": expert_f32,
+                               "peak_rss_bytes": rss, "convert_seconds": round(res["seconds"], 2),
+                               "source_MBps": round(src.stat().st_size / res["seconds"] / 1e6, 1),
+                               "worst_cosine": res["worst_cosine"], "workers": workers}})
+    out.unlink()
+    src.unlink()
+    return results
+
+
+if __name__ == "__main__":  # python -m bench.moe [scale]
+    import pprint
+
+    work = Path("bench/work/moe")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        pprint.pprint(run(work, float(sys.argv[1]) if len(sys.argv) > 1 else 1.0))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
