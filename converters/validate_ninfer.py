@@ -31,7 +31,7 @@ from pathlib import Path
 from converters.errors import ConverterError
 from converters.gates.capacity import kv_cache, parameter_bytes
 from converters.gates.codes import VALIDATE_CODES, Issue
-from converters.gates.contract import expected_text
+from converters.gates.contract import expected_text, unsupported_family
 from converters.gates.coverage import check_coverage
 from converters.gates.prerun import check_auxiliaries
 from converters.gates.structure import check_structure
@@ -99,6 +99,7 @@ def _with_artifact(report: Report, art, context, batch) -> None:
         comps[cid]["resources"] = sorted(comp.resources)
     # Gate B/C: the text contract
     expected, shapes = {}, {}
+    unchecked = [c for c in art.components if c != "text"]
     report.gate("B").check("text_config")
     if text is None:
         _add(report, [Issue("NINFER_CONFIG_INVALID", "the artifact has no text component", path="$.components")])
@@ -107,13 +108,16 @@ def _with_artifact(report: Report, art, context, batch) -> None:
             expected = expected_text(config)
             shapes = {n: e.shape for n, e in expected.items()}
         except ConverterError as exc:
-            where = f" ({exc.json_path})" if exc.json_path else ""
-            _add(report, [Issue("NINFER_CONFIG_INVALID", f"components.text.config: {exc.message}{where}",
-                                path="$.components.text.config")])
+            if unsupported_family(exc):
+                unchecked.append("text")
+            else:
+                where = f" ({exc.json_path})" if exc.json_path else ""
+                _add(report, [Issue("NINFER_CONFIG_INVALID", f"components.text.config: {exc.message}{where}",
+                                    path="$.components.text.config")])
     for c in GATE_C_CHECKS[2:]:
         report.gate("C").check(c)
     only_layer = art.provenance.get("only_layer")
-    _add(report, check_coverage(art, expected, unchecked=[c for c in art.components if c != "text"],
+    _add(report, check_coverage(art, expected, unchecked=unchecked,
                                 only_layer=only_layer if isinstance(only_layer, int) else None))
     # Gate D
     memory = report.section("memory")

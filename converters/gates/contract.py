@@ -33,6 +33,8 @@ LAYER_INPUTS = {
     "mlp/down": "mlp/product",
 }
 GLOBAL_INPUTS = {"text/output_head": "text/final_hidden"}
+#: components whose layers have the text config's head geometry (an MTP layer is a text decoder layer)
+HEAD_COMPONENTS = ("text", "mtp")
 
 
 @dataclass(frozen=True)
@@ -90,13 +92,13 @@ def expected_from_bound(bound) -> dict[str, Expected]:
 
 
 def heads(name: str, spec: TextSpec) -> tuple[int, list[tuple[int, int]]] | None:
-    """(axis, [(start, stop), ...]) of the head slices of a head-structured text parameter, else None.
+    """(axis, [(start, stop), ...]) of the head slices of a head-structured text (or MTP) parameter, else None.
 
     Attention heads are ``head_dim`` rows (query, gate, key, value) or columns (output); gated delta net key
     heads ``linear_key_head_dim`` rows, value heads ``linear_value_head_dim`` rows (value, z) or columns
     (output) or one element (a, b, dt_bias, a_log); ``conv1d`` channels are q, k and v heads in order."""
     layer = layer_of(name)
-    if layer is None:
+    if layer is None or name.split("/", 1)[0] not in HEAD_COMPONENTS:
         return None
     suffix = name.split("/", 3)[3]
     hd, nh, nkv = spec.head_dim, spec.num_heads, spec.num_kv_heads
@@ -121,6 +123,7 @@ def heads(name: str, spec: TextSpec) -> tuple[int, list[tuple[int, int]]] | None
     return table.get(suffix)
 
 
-def config_error_text(exc: ConverterError) -> str:
-    where = f" ({exc.json_path})" if exc.json_path else ""
-    return f"{exc.message}{where}"
+def unsupported_family(exc: ConverterError) -> bool:
+    """Whether a config error says the contract does not cover the model family (MoE, …), rather than that a
+    field of a covered family is missing: coverage is then unchecked (INFO), not an invalid config."""
+    return exc.json_path == "config.model_type"

@@ -48,19 +48,22 @@ def check_recorded_hashes(art) -> tuple[list[Issue], int]:
 
 
 def check_against_source(art, source) -> tuple[list[Issue], list[dict]]:
-    """The text resources against the frontend the source provides; rows for the report."""
+    """The resources the source's frontend provides (text, and the processor files it finds) against the
+    artifact's, looked up by role in every component's table; rows for the report."""
     from converters.frontend import frontend_resources
 
     fr = frontend_resources(source)
-    text = art.components.get("text")
-    table = dict(text.resources) if text is not None else {}
+    table: dict[str, str] = {}
+    for cid in sorted(art.components, key=lambda c: c != "text"):  # text first; processor files sit elsewhere
+        for role, oid in art.components[cid].resources.items():
+            table.setdefault(role, oid)
     issues, rows = [], []
     for role, data in fr.files.items():
         oid = table.get(role)
         origin = (fr.provenance.get(role) or {}).get("origin", "")
         if oid is None:
-            issues.append(Issue("VERIFY_RESOURCE_MISSING", f"text resource {role} ({origin} from the source) is not "
-                                "in the artifact", path=f"$.components.text.resources.{role}"))
+            issues.append(Issue("VERIFY_RESOURCE_MISSING", f"resource {role} ({origin} from the source) is in no "
+                                "component's resource table", path="$.components"))
             rows.append({"role": role, "status": "missing"})
             continue
         got = art.resource(oid)
@@ -69,7 +72,7 @@ def check_against_source(art, source) -> tuple[list[Issue], list[dict]]:
                      "status": "identical" if same else "differs"})
         if not same:
             first = next((i for i, (x, y) in enumerate(zip(got, data, strict=False)) if x != y), min(len(got), len(data)))
-            issues.append(Issue("VERIFY_RESOURCE_MISMATCH", f"text resource {role} ({oid}) differs from the one the "
+            issues.append(Issue("VERIFY_RESOURCE_MISMATCH", f"resource {role} ({oid}) differs from the one the "
                                 f"source gives ({origin}): {len(got)} vs {len(data)} bytes, first difference at byte "
                                 f"{first}", path=oid, detail={"sha256": hashlib.sha256(got).hexdigest(),
                                                               "source_sha256": hashlib.sha256(data).hexdigest()}))

@@ -23,16 +23,20 @@ A gate that could not run because an earlier one failed (no artifact to read) is
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from converters.errors import ConverterError
-from converters.gates import codes
 from converters.gates.codes import Issue
-from converters.gates.contract import expected_from_bound, expected_text, layer_of, text_spec
+from converters.gates.contract import (
+    expected_from_bound,
+    expected_text,
+    layer_of,
+    text_spec,
+    unsupported_family,
+)
 from converters.gates.coverage import check_coverage
 from converters.gates.numerics import check_golden
 from converters.gates.prerun import check_auxiliaries
@@ -40,8 +44,6 @@ from converters.gates.resources import check_against_source, check_recorded_hash
 from converters.gates.structure import check_structure, relative_name
 from converters.gates.values import check_parameters
 from ninfer_core.errors import NinferError
-
-log = logging.getLogger(__name__)
 
 SCHEMA = "ninfer-artifact-verify/v1"
 GATES = ((1, "structure"), (2, "coverage"), (3, "codec_validity"), (4, "values"), (5, "order_probes"),
@@ -180,11 +182,12 @@ def _gates_with_artifact(art, path: Path, source, gates, report, sweep, layer_li
             try:
                 expected = expected_text(config)
             except ConverterError as exc:
-                g2.issues.append(Issue("NINFER_CONFIG_INVALID", f"components.text.config: {exc.message} "
-                                       f"({exc.json_path})", path="$.components.text.config"))
+                if not unsupported_family(exc):
+                    g2.issues.append(Issue("NINFER_CONFIG_INVALID", f"components.text.config: {exc.message} "
+                                           f"({exc.json_path})", path="$.components.text.config"))
                 expected = {}
             g2.evidence["parameters_from"] = "text contract (no source)"
-            unchecked = tuple(c for c in art.components if c != "text")
+            unchecked = tuple(c for c in art.components if c != "text" or not expected)
         g2.issues += _guarded(g2, lambda: check_coverage(art, expected, unchecked=unchecked,
                                                          only_layer=only_layer if isinstance(only_layer, int) else None), [])
         g2.evidence.update(parameters=len(expected), bindings=len(art.bindings), objects=len(art.objects))
@@ -293,4 +296,4 @@ def _source_identity(art, model) -> list[Issue]:
                   detail={k: {"recorded": recorded[k], "given": ident[k]} for k in diffs})]
 
 
-__all__ = ["GATES", "SCHEMA", "GateResult", "VerifyReport", "codes", "sample_layers", "verify"]
+__all__ = ["GATES", "SCHEMA", "GateResult", "VerifyReport", "sample_layers", "verify"]
