@@ -138,3 +138,12 @@ def test_other_architectures_and_components(tmp_path, make, golden):
     assert v.verdict == "pass"
     if len(components) > 1:  # without the mapping, a component's parameter list is not judged statically
         assert v.by_code("NINFER_COVERAGE_UNCHECKED")
+
+
+def test_a_file_that_is_no_artifact_fails_structure_and_skips_the_rest(src, tmp_path):
+    junk = tmp_path / "junk.ninfer"
+    junk.write_bytes(bytes(range(256)) * 20)
+    r = verify(junk, src["q35_gguf"])
+    assert r.gate(1).status == "fail" and r.codes(1) == {"NINFER_FRAMING"}
+    assert all(r.gate(n).status == "skipped" and "cannot be opened" in r.gate(n).skipped for n in range(2, 8))
+    assert r.result == "fail"

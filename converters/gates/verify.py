@@ -151,7 +151,7 @@ def verify(path, source=None, *, sweep: bool = False, layers: Iterable[int] | No
     gates[1].seconds = gates[3].seconds = time.perf_counter() - t0
     art = st.artifact
     if art is None:
-        for n in (2, 4, 5, 6, 7):
+        for n in (2, 3, 4, 5, 6, 7):
             gates[n].skipped = f"the artifact cannot be opened ({st.open_error})"
         return report
     try:
