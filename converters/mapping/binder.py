@@ -12,6 +12,7 @@ The result, :class:`BoundModel`, is immutable and holds no payload: planning rea
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable
 from collections.abc import Mapping as TMapping
@@ -159,11 +160,7 @@ def bind(mappings: Iterable[Mapping], args, sources: TMapping[str, object], *,
             for rule in m.groups[group]:
                 params += _bind_rule(m, rule, kind, env, layer, layer_kinds, src, prefixes, used, m_args, name)
         _account(m, name, kind, src, env, used, skipped, selected)
-    names = {p.name for p in params}
-    for p in params:
-        if p.tied_to is not None and p.tied_to not in names:
-            raise MappingError(f"{p.name} is tied to {p.tied_to}, which is not bound", file=p.where,
-                               rule="tied_missing")
+    params = _resolve_ties(params)
     leftovers = []
     for input_name in dict.fromkeys(read):
         for name in sources[input_name].tensors:
@@ -177,6 +174,27 @@ def bind(mappings: Iterable[Mapping], args, sources: TMapping[str, object], *,
                            file=str(getattr(sources.get("main"), "path", "")), rule="unconsumed_tensors")
     return BoundModel(mappings[0].architecture, source_kind or "", config_env, tuple(args.layer_kinds()),
                       tuple(params), skipped, mappings)
+
+
+def _resolve_ties(params: list[BoundParameter]) -> list[BoundParameter]:
+    """Point every tie at the parameter that has a source: an MTP head tied to ``text/output_head``,
+    itself tied to ``text/token_embedding``, binds the embedding's object."""
+    by_name = {p.name: p for p in params}
+    out = []
+    for p in params:
+        target, seen = p.tied_to, {p.name}
+        while target is not None:
+            if target not in by_name:
+                raise MappingError(f"{p.name} is tied to {target}, which is not bound", file=p.where,
+                                   rule="tied_missing")
+            if target in seen:
+                raise MappingError(f"{p.name}: ties form a cycle through {target}", file=p.where, rule="tied_cycle")
+            seen.add(target)
+            if by_name[target].tied_to is None:
+                break
+            target = by_name[target].tied_to
+        out.append(p if target == p.tied_to else dataclasses.replace(p, tied_to=target))
+    return out
 
 
 def _int_fields(args) -> dict[str, int]:

@@ -1,0 +1,52 @@
+"""The Qwen3.5 multi-token-prediction head (component ``mtp``, config ``{"architectures": ["Qwen3_5MTP"]}``,
+``target: "text"``, container §4.2): ``mtp_num_hidden_layers`` gated full-attention decoder layers behind
+``fc`` over ``cat[pre_fc_norm_embedding(emb), pre_fc_norm_hidden(h)]``, reading the text model's
+embedding and head (bound to the text objects, container §5.3).
+
+Its geometry comes from the target's config (§4.2 "几何通过 target 取得"): ``Args`` is built from the
+normalised *text* config. ``num_hidden_layers`` is the trunk depth, the first GGUF block of the head
+(llama.cpp ``_Qwen35MtpMixin`` appends the MTP blocks as ``blk.{L+i}``). Mapping: ``mappings/qwen35_mtp.yaml``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from converters.architectures._args import args_from_config, fail
+
+NAME = "qwen35_mtp"
+COMPONENT = "mtp"
+HF_ARCHITECTURES: tuple[str, ...] = ()  # never a checkpoint's own architecture: a part of a Qwen3.5 one
+GGUF_ARCHITECTURES: tuple[str, ...] = ()
+CONFIG_ARCHITECTURE = "Qwen3_5MTP"
+MAPPINGS = {"mtp": "qwen35_mtp.yaml"}
+LAYER_KINDS = ("full_attention",)
+
+
+@dataclass(frozen=True)
+class Args:
+    """The target (Qwen3_5TextConfig) fields the MTP mapping reads."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    mtp_num_hidden_layers: int
+    attn_output_gate: bool
+
+    @classmethod
+    def from_config(cls, config: dict, *, file: str | None = None) -> Args:
+        a = args_from_config(cls, config, file=file)
+        if a.num_attention_heads % a.num_key_value_heads:
+            fail(f"num_attention_heads {a.num_attention_heads} is not a multiple of "
+                 f"num_key_value_heads {a.num_key_value_heads}", field="num_key_value_heads", file=file)
+        if not a.attn_output_gate:
+            fail("attn_output_gate is false: the MTP layers of the mapping use the gated query",
+                 field="attn_output_gate", file=file)
+        return a
+
+    def layer_kinds(self) -> list[str]:
+        return ["full_attention"] * self.mtp_num_hidden_layers
