@@ -84,6 +84,8 @@ def render(m: Mapping) -> str:
         lines.append(f"| {p.group} | `{p.name}`{tie} | `{shape}` | `{p.role}` | {f'`{p.input}`' if p.input else '—'} | "
                      f"{_source(p.sources.get('gguf'))} | {_source(p.sources.get('hf'))} | {_cell(p.evidence)}{mark} |")
     lines += ["", "## Counts", ""]
+    if m.counts:
+        lines += ["Declared in the file (seed 003 `_counts`) and checked against the rules by the loader.", ""]
     globals_ = [g for g in m.groups if g not in m.layer_groups()]
     lines.append(f"- global parameters: {sum(len(m.groups[g]) for g in globals_)}")
     for k in m.kinds.values():

@@ -79,7 +79,7 @@ class _Loader:
 
     TOP = {"architecture": True, "component": True, "doc": True, "rules": True, "parameters": True,
            "source": False, "prefixes": False, "symbols": False, "layers": False, "other_components": False,
-           "drop": False, "unresolved": False}
+           "drop": False, "unresolved": False, "counts": False}
     PARAM = {"shape": True, "role": True, "evidence": True, "input": False, "gguf": False, "hf": False,
              "tied_to": False, "inferred": False, "repeat": False, "bank": False}
 
@@ -148,7 +148,7 @@ class _Loader:
                 raise self.fail(path, f"transform {t!r} is used but no rule in 'rules' cites it (evidence)",
                                 rule="transform_without_rule")
         inputs = self.load_inputs(top.get("source", "main"))
-        return Mapping(
+        m = Mapping(
             file=self.doc.file, sha256=self.sha256, architecture=arch,
             component=self.string(top["component"], ("component",), "component"),
             source=inputs[0], inputs=inputs,
@@ -159,6 +159,23 @@ class _Loader:
             drops=self.load_drops(top.get("drop", [])),
             unresolved=self.load_unresolved(top.get("unresolved", [])),
         )
+        if "counts" in top:
+            m = dataclasses.replace(m, counts=self.check_counts(top["counts"], m.derived_counts()))
+        return m
+
+    def check_counts(self, value, derived: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+        """Declared ``counts`` (seed 003 ``_counts``) must equal what the rules define."""
+        value = self.fields(value, ("counts",), dict.fromkeys(derived, False), "counts")
+        for scope, declared in value.items():
+            path = ("counts", scope)
+            declared = self.fields(declared, path, dict.fromkeys(derived[scope], False), f"counts of {scope}")
+            for key, n in declared.items():
+                if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                    raise self.fail((*path, key), f"{key} must be a non-negative integer")
+                if n != derived[scope][key]:
+                    raise self.fail((*path, key), f"declares {n} {key.replace('_', ' ')} for {scope}, but the "
+                                    f"rules define {derived[scope][key]}", rule="counts_mismatch")
+        return {scope: dict(v) for scope, v in value.items()}
 
     def load_prefixes(self, value) -> dict[str, dict[str, tuple[str, ...]]]:
         out: dict[str, dict[str, tuple[str, ...]]] = {}

@@ -36,10 +36,15 @@ top-level keys (seed 003's MAPPING concepts in parentheses):
                   parent in which the repeated parameters are stacked by rows in index order,
                   container §7.2 "expert bank"), ``evidence`` and optional ``inferred``. Groups named
                   by a layer kind are per layer (names contain ``{l}``); the others are global
-                  (``_counts`` are derived, not written).
+                  (``_counts`` are derived: see ``counts``).
 ``other_components``  tensors owned by another component (regex per source kind, or for GGUF every
                   ``blk.N.*`` with ``N >= gguf_from_layer``): skipped unless that component is selected.
 ``drop``          tensors deliberately not converted: regex per source kind and ``evidence``.
+``counts``        optional (``_counts``): per scope — ``global`` and each layer kind — the number of
+                  ``parameters`` and of source tensors (``gguf_tensors`` / ``hf_tensors``) the rules
+                  above define; the loader derives them (:meth:`Mapping.derived_counts`) and refuses a
+                  file whose declared numbers differ (e.g. Ternary Bonsai: 14 GGUF tensors per gated
+                  delta net layer, 11 per attention layer, 3 global → 851 for 48 + 16 layers).
 ``unresolved``    (``_unresolved``) open questions, printed with the tables.
 
 Name templates use ``{placeholder}`` (``{l}``, a repeat index, a prefix) or ``{expression}`` over those
@@ -160,6 +165,7 @@ class Mapping:
     drops: tuple[Drop, ...]
     unresolved: tuple[str, ...]
     inputs: tuple[str, ...] = ()  # ``source`` and its alternatives, in order (empty: ``(source,)``)
+    counts: dict[str, dict[str, int]] | None = None  # declared ``counts`` (equal to derived_counts())
 
     def input_choices(self) -> tuple[str, ...]:
         return self.inputs or (self.source,)
@@ -172,6 +178,23 @@ class Mapping:
 
     def rule_for_transform(self, name: str) -> Rule | None:
         return next((r for r in self.rules.values() if name in r.transforms), None)
+
+    def derived_counts(self) -> dict[str, dict[str, int]]:
+        """Per scope (``global``, then each layer kind): parameter rules and the distinct source tensors
+        (first alternative) they read, per source kind (``gguf_tensors``, ``hf_tensors``). Repeated
+        parameters count once per rule."""
+        scopes = {"global": [g for g in self.groups if g not in self.layer_groups()]}
+        scopes.update({k.name: list(k.groups) for k in self.kinds.values()})
+        out = {}
+        for scope, groups in scopes.items():
+            rules = [r for g in groups for r in self.groups[g]]
+            entry = {"parameters": len(rules)}
+            for sk in SOURCE_KINDS:
+                names = {r.sources[sk].tensor for r in rules if sk in r.sources}
+                if names:
+                    entry[f"{sk}_tensors"] = len(names)
+            out[scope] = entry
+        return out
 
 
 def template_names(text: str) -> set[str]:
