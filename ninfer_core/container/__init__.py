@@ -25,9 +25,12 @@ Rule identifiers (``NinferError.rule`` / ``Finding.rule``), by error kind:
   ``object_encoded_size``; validate adds the codecs' value findings.
 - writer (§2.3, §11.4): ``target_exists``, ``target_path``, ``limit_too_small``, ``too_many_parts``,
   ``artifact_id``, ``writer_state``, ``object_unknown``, ``object_written_twice``, ``object_length``,
-  ``object_data``, ``coverage_incomplete``, ``io_error``, ``publish_failed``.
+  ``object_data``, ``coverage_incomplete``, ``io_error``, ``publish_failed``; ``json_reservation`` (a
+  replaced provenance outgrew the planned JSON), ``staging_missing``, ``staging_state`` (staged artifacts,
+  :mod:`.staging`).
 """
 
+from ninfer_core.container.contentid import content_id_of
 from ninfer_core.container.reader import Artifact, open_artifact
 from ninfer_core.container.records import (
     Binding,
@@ -41,6 +44,7 @@ from ninfer_core.container.records import (
     Use,
 )
 from ninfer_core.container.repacking import repack
+from ninfer_core.container.staging import StagedArtifact, staging_dir_for
 from ninfer_core.container.tempfiles import cleanup_temporaries
 from ninfer_core.container.validation import validate
 from ninfer_core.container.writer import ArtifactWriter
@@ -55,10 +59,13 @@ __all__ = [
     "Part",
     "Proposal",
     "ResourceObject",
+    "StagedArtifact",
     "TensorObject",
     "Use",
     "cleanup_temporaries",
+    "content_id_of",
     "open_artifact",
     "repack",
+    "staging_dir_for",
     "validate",
 ]

@@ -42,6 +42,13 @@ def check_targets_free(entry: Path, names: list[str | None] | tuple[str | None, 
                                       rule="target_exists")
 
 
+def file_head(plan: FilePlan, index: int, artifact_id: bytes) -> bytes:
+    """The bytes at the start of file ``index``: entry header + JSON text, or the part header (§3.1, §3.2)."""
+    if index == 0:
+        return EntryHeader(plan.json_bytes, artifact_id).pack() + plan.json_text
+    return PartHeader(index, artifact_id).pack()
+
+
 class _Temps:
     """The temporaries and published names of one writer; removing them is idempotent."""
 
@@ -108,11 +115,7 @@ class FileSetWriter:
             self._temps.fds.append(fd)
             try:
                 os.ftruncate(fd, self.plan.file_bytes(i))
-                if i == 0:
-                    head = EntryHeader(self.plan.json_bytes, self.artifact_id).pack() + self.plan.json_text
-                else:
-                    head = PartHeader(i, self.artifact_id).pack()
-                self._pwrite_all(fd, memoryview(head), 0, temp)
+                self._pwrite_all(fd, memoryview(file_head(self.plan, i, self.artifact_id)), 0, temp)
             except OSError as exc:
                 raise WriterError(f"cannot prepare {temp.name}: {exc.strerror}", file=str(temp),
                                   section="§11.4", rule="io_error") from None
@@ -120,6 +123,29 @@ class FileSetWriter:
     @property
     def payload_bytes(self) -> int:
         return self.plan.payload_bytes
+
+    # ---- headers rewritten before commit (content-derived ID, provenance filled in late) -------------
+
+    def replace_artifact_id(self, artifact_id: bytes) -> None:
+        """Write ``artifact_id`` into every header (before :meth:`commit`; §3.1, §3.2)."""
+        self.artifact_id = artifact_id
+        self._write_heads()
+
+    def replace_plan(self, plan: FilePlan) -> None:
+        """Write a new JSON text of the same ``json_bytes`` (same files table) into the entry."""
+        if (plan.json_bytes, plan.sizes, plan.names) != (self.plan.json_bytes, self.plan.sizes, self.plan.names):
+            raise WriterError("a replaced directory must keep json_bytes and the files table", file=str(self.entry),
+                              section="§11.4", rule="json_reservation")
+        self.plan = plan
+        self._write_heads()
+
+    def _write_heads(self) -> None:
+        with self._cond:
+            if self._closed:
+                raise WriterError("the writer was closed or aborted", file=str(self.entry), section="§11.4",
+                                  rule="writer_state")
+        for i, fd in enumerate(self._temps.fds):
+            self._pwrite_all(fd, memoryview(file_head(self.plan, i, self.artifact_id)), 0, self._temps.paths[i])
 
     # ---- positioned writes (§11.2 mapping, in reverse) -------------------------------------------
 

@@ -26,10 +26,23 @@ Declare, plan, write, commit::
    written in any order and from several threads at once.
 4. :meth:`ArtifactWriter.commit` checks that every object was written completely and publishes (see
    :mod:`ninfer_core.container.fileset`). Same inputs and ``artifact_id`` give byte-identical files.
+
+Reproducible builds and scale-out (additions):
+
+- ``artifact_id_from_content=True``: the ID is derived from the content
+  (:mod:`ninfer_core.container.contentid`): each object's SHA-256 is taken as it is written, and the
+  ID is computed and written into every header at commit.
+- :meth:`ArtifactWriter.replace_provenance` swaps the provenance after :meth:`plan` (e.g. errors
+  measured while writing) provided the new JSON fits the planned ``json_bytes``: plan with a
+  provenance at least as long (placeholders), write, then replace.
+- :meth:`ArtifactWriter.stage` plans exactly like :meth:`plan` but hands the files to a
+  :class:`~ninfer_core.container.staging.StagedArtifact` that other processes or machines write into.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import logging
 import os
 import threading
@@ -41,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from ninfer_core.container import jsontext
+from ninfer_core.container.contentid import content_artifact_id
 from ninfer_core.container.fileset import FileSetWriter, check_targets_free
 from ninfer_core.container.planner import FilePlan, place, plan_files
 from ninfer_core.container.problems import Problems
@@ -89,6 +103,7 @@ class ArtifactWriter:
         metadata, provenance: open JSON objects (§10); omitted when None.
         max_file_bytes: split limit (§2.3); None writes one file whatever the size.
         artifact_id: 16 bytes / 32 hex / UUID; default a new UUID4.
+        artifact_id_from_content: derive the ID from the content at commit (excludes ``artifact_id``).
         reserve_json_bytes: minimum ``json_bytes`` (the JSON is padded with spaces to the reservation).
         durable: ``fsync`` files and directory before/after publishing (default True).
     """
@@ -97,7 +112,8 @@ class ArtifactWriter:
                  bindings: Mapping[str, Binding | dict] | None = None, uses: Iterable[Use | dict] | None = None,
                  metadata: Mapping[str, Any] | None = None, provenance: Mapping[str, Any] | None = None,
                  max_file_bytes: int | None = None, artifact_id: bytes | str | uuid.UUID | None = None,
-                 reserve_json_bytes: int | None = None, durable: bool = True) -> None:
+                 reserve_json_bytes: int | None = None, durable: bool = True,
+                 artifact_id_from_content: bool = False) -> None:
         self.path = Path(path)
         if not self.path.name or self.path.name in (".", ".."):
             raise WriterError("the artifact path needs a file name", file=str(self.path), section="§2.1",
@@ -110,7 +126,13 @@ class ArtifactWriter:
             raise WriterError(f"max_file_bytes must be an integer, got {max_file_bytes!r}", section="§2.3",
                               rule="limit_too_small")
         cleanup_temporaries(self.path)
-        self.artifact_id_bytes = artifact_id_bytes(artifact_id)
+        if artifact_id_from_content and artifact_id is not None:
+            raise WriterError("give artifact_id or artifact_id_from_content, not both", file=str(self.path),
+                              section="§3.1", rule="artifact_id")
+        self.from_content = bool(artifact_id_from_content)
+        # from content: zeros in the headers until commit computes the ID
+        self.artifact_id_bytes = bytes(16) if self.from_content else artifact_id_bytes(artifact_id)
+        self._digests: dict[str, bytes] = {}
         self.max_file_bytes = max_file_bytes
         self.reserve_json_bytes = reserve_json_bytes
         self.durable = durable
@@ -180,12 +202,8 @@ class ArtifactWriter:
 
     # ---- planning ----------------------------------------------------------------------------------
 
-    def plan(self) -> FilePlan:
-        """Place the objects, fix the JSON and files table, check the directory, create temporaries."""
-        if self._plan is not None:
-            return self._plan
-        if self._state != "declaring":
-            raise WriterError(f"cannot plan in state {self._state}", section="§11.4", rule="writer_state")
+    def _layout(self) -> tuple[FilePlan, list[TensorObject | ResourceObject]]:
+        """Place the declared objects and fix the JSON and files table (nothing is created)."""
         if not self._declared:
             raise SchemaError("an artifact needs at least one object", json_path="$.objects", section="§4.1",
                               rule="empty_collection")
@@ -205,6 +223,15 @@ class ArtifactWriter:
         plan = plan_files(root, pos, self.path.name, max_file_bytes=self.max_file_bytes,
                           reserve_json_bytes=self.reserve_json_bytes)
         check_written_directory(plan, self.path)
+        return plan, placed
+
+    def plan(self) -> FilePlan:
+        """Place the objects, fix the JSON and files table, check the directory, create temporaries."""
+        if self._plan is not None:
+            return self._plan
+        if self._state != "declaring":
+            raise WriterError(f"cannot plan in state {self._state}", section="§11.4", rule="writer_state")
+        plan, placed = self._layout()
         self._files = FileSetWriter(self.path, plan, self.artifact_id_bytes, durable=self.durable)
         self._plan = plan
         self._records = {r.id: r for r in placed}
@@ -212,6 +239,33 @@ class ArtifactWriter:
         self._state = "writing"
         return plan
 
+    def stage(self, staging_dir: str | os.PathLike):
+        """Plan exactly as :meth:`plan` does, but into a :class:`~ninfer_core.container.staging.StagedArtifact`
+        in ``staging_dir`` (pre-allocated files that survive this process; written by independent tasks,
+        published by :meth:`StagedArtifact.seal`). This writer is done afterwards."""
+        from ninfer_core.container.staging import StagedArtifact
+
+        if self._state != "declaring":
+            raise WriterError(f"cannot stage in state {self._state}", section="§11.4", rule="writer_state")
+        plan, _ = self._layout()
+        staged = StagedArtifact.create(self.path, staging_dir, plan,
+                                       artifact_id=None if self.from_content else self.artifact_id_bytes,
+                                       durable=self.durable)
+        self._state = "staged"
+        return staged
+
+    def replace_provenance(self, provenance: Mapping[str, Any]) -> None:
+        """Replace the planned provenance (§10) before commit; the JSON must still fit ``json_bytes``.
+
+        The offsets and files table are fixed by :meth:`plan`, so the new directory text only replaces
+        the old inside the same reservation (padded with spaces, §3.1). A provenance must have been given
+        at construction (its member position is kept)."""
+        plan = self.plan()
+        if self._state != "writing":
+            raise WriterError(f"cannot replace the provenance in state {self._state}", section="§11.4",
+                              rule="writer_state")
+        self._plan = replaced_provenance(plan, provenance, self.path)
+        self._files.replace_plan(self._plan)
     @property
     def objects(self) -> list[TensorObject | ResourceObject]:
         """The placed object records (after :meth:`plan`)."""
@@ -235,6 +289,7 @@ class ArtifactWriter:
                 raise WriterError(f"object {object_id!r} is already {self._status[object_id]}", file=str(self.path),
                                   section="§11.4", rule="object_written_twice")
             self._status[object_id] = "writing"
+        digest = hashlib.sha256() if self.from_content else None
         try:
             written = 0
             for chunk in _chunks(data, object_id):
@@ -243,6 +298,8 @@ class ArtifactWriter:
                     raise WriterError(f"object {object_id!r} got more than its {rec.bytes} declared bytes",
                                       file=str(self.path), section="§11.4", rule="object_length")
                 self._files.write_at(rec.offset + written, view)
+                if digest is not None:
+                    digest.update(view)
                 written += len(view)
             if written != rec.bytes:
                 raise WriterError(f"object {object_id!r} got {written} of its {rec.bytes} declared bytes",
@@ -253,6 +310,8 @@ class ArtifactWriter:
             raise
         with self._lock:
             self._status[object_id] = "written"
+            if digest is not None:
+                self._digests[object_id] = digest.digest()
 
     # ---- finishing ---------------------------------------------------------------------------------
 
@@ -268,6 +327,10 @@ class ArtifactWriter:
                                   section="§11.4", rule="coverage_incomplete")
             self._state = "committing"
         try:
+            if self.from_content:
+                self.artifact_id_bytes = content_artifact_id(self._plan.json_text,
+                                                             (self._digests[k] for k in self._records))
+                self._files.replace_artifact_id(self.artifact_id_bytes)
             path = self._files.commit()
         except BaseException:
             self._state = "aborted"
@@ -307,6 +370,22 @@ def check_written_directory(plan: FilePlan, entry: Path) -> None:
     if directory is not None:
         check_directory(directory, problems, parser.invalid_object_ids, parser.object_positions)
     problems.raise_first()
+
+
+def replaced_provenance(plan: FilePlan, provenance: Mapping[str, Any], entry: Path) -> FilePlan:
+    """``plan`` with its directory's provenance replaced, padded into the same ``json_bytes``."""
+    if "provenance" not in plan.root:
+        raise WriterError("the planned directory has no provenance to replace", file=str(entry), section="§10",
+                          rule="json_reservation")
+    root = dict(plan.root)
+    root["provenance"] = dict(provenance)
+    text = jsontext.encode(root)
+    if len(text) > plan.json_bytes:
+        raise WriterError(f"the directory with the new provenance is {len(text)} bytes; {plan.json_bytes} were "
+                          "reserved when planning", file=str(entry), section="§3.1", rule="json_reservation")
+    new = dataclasses.replace(plan, json_text=jsontext.pad(text, plan.json_bytes), root=root)
+    check_written_directory(new, entry)
+    return new
 
 
 def _chunks(data: ObjectData, object_id: str) -> Iterable:

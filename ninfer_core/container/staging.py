@@ -1,0 +1,299 @@
+"""A staged artifact: planned once, written by independent tasks in any process, sealed once (§2.3, §11.4).
+
+The scale-out form of :class:`~ninfer_core.ArtifactWriter` (which writes from threads of one process).
+:meth:`ArtifactWriter.stage <ninfer_core.ArtifactWriter.stage>` plans the directory — every offset,
+the files table, the JSON reservation — exactly as :meth:`~ninfer_core.ArtifactWriter.plan` does, and
+creates a *staging directory* next to the entry::
+
+    .<entry name>.staging/
+        staged.json          the plan: entry path, FilePlan (JSON text, sizes, names), ID mode
+        file-0000 …          every file of the artifact at its final length (sparse), headers written
+        written/<n>.json     one marker per object written completely: id, bytes, SHA-256, a caller note
+
+Any process that can see the directory (a shared file system) opens it with :meth:`StagedArtifact.open`
+and calls :meth:`StagedArtifact.write_object` for the objects it was given: the bytes go to their
+planned offsets (``pwrite``, the §11.2 mapping in reverse), are flushed, and only then is the marker
+published (atomic rename), so a marker always means "these bytes are on disk". Writing an object again
+rewrites the same range (idempotent; a crashed task is simply re-run). :meth:`StagedArtifact.seal`
+checks coverage (every object marked with its planned size), optionally replaces the provenance inside
+the reserved JSON (errors measured while writing), derives the ID from the content when asked
+(:mod:`ninfer_core.container.contentid`, from the markers' digests — no second read of the payload),
+writes the headers, flushes, publishes the parts then the entry without ever replacing a name, and
+removes the staging directory. :meth:`StagedArtifact.discard` removes it without publishing.
+
+Unlike the in-process writer's temporaries, staged files carry no process id: they belong to the
+staging directory, not to a process, and ``cleanup_temporaries`` never touches them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ninfer_core.container.contentid import content_artifact_id
+from ninfer_core.container.fileset import FileSetWriter, check_targets_free, file_head
+from ninfer_core.container.planner import FilePlan
+from ninfer_core.container.tempfiles import fsync_directory, publish_noreplace
+from ninfer_core.container.writer import _byte_view, _chunks, replaced_provenance
+from ninfer_core.errors import ArtifactExistsError, WriterError
+
+log = logging.getLogger(__name__)
+
+SCHEMA = "ninfer-staged/v1"
+STATE = "staged.json"
+MARKERS = "written"
+
+
+def staging_dir_for(entry: str | os.PathLike) -> Path:
+    """The default staging directory of an entry path: ``.<name>.staging`` beside it."""
+    entry = Path(entry)
+    return entry.parent / f".{entry.name}.staging"
+
+
+def _file_name(index: int) -> str:
+    return f"file-{index:04d}"
+
+
+def _atomic_json(path: Path, value: Any, durable: bool) -> None:
+    tmp = path.with_name(path.name + f".tmp-{os.getpid()}-{threading.get_ident()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, separators=(",", ":"))
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class StagedArtifact:
+    """The files of a planned artifact in a staging directory; see the module docstring."""
+
+    def __init__(self, staging: Path, state: dict) -> None:
+        self.staging = staging
+        self.entry = Path(state["entry"])
+        self.durable = bool(state["durable"])
+        self.artifact_id = bytes.fromhex(state["artifact_id"]) if state["artifact_id"] else None
+        self.plan = FilePlan(json_text=bytes.fromhex(state["json_text_hex"]), json_bytes=state["json_bytes"],
+                             entry_payload_start=state["entry_payload_start"], sizes=tuple(state["sizes"]),
+                             names=tuple(state["names"]), root=state["root"])
+        self.records = [(o["id"], int(o["offset"]), int(o["bytes"])) for o in self.plan.root["objects"]]
+        self.index = {oid: i for i, (oid, _, _) in enumerate(self.records)}
+        self._fds: dict[int, int] = {}
+        self._lock = threading.Lock()
+        starts, offsets, pos = [], [], 0
+        for i, size in enumerate(self.plan.sizes):
+            offsets.append(pos)
+            starts.append(self.plan.entry_payload_start if i == 0 else 4096)
+            pos += size
+        self._file_offsets, self._payload_starts = offsets, starts
+
+    # ---- creating and opening ------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, entry: Path, staging_dir: str | os.PathLike, plan: FilePlan, *, artifact_id: bytes | None,
+               durable: bool = True) -> StagedArtifact:
+        """Create the staging directory (it must not exist) with every file pre-allocated."""
+        entry = Path(entry).resolve()
+        staging = Path(staging_dir).resolve()
+        check_targets_free(entry, plan.names)
+        try:
+            staging.mkdir()
+        except FileExistsError:
+            raise ArtifactExistsError(f"staging directory {staging.name} already exists (another conversion is "
+                                      "staged there; seal or discard it)", file=str(staging), section="§11.4",
+                                      rule="target_exists") from None
+        except OSError as exc:
+            raise WriterError(f"cannot create staging directory: {exc.strerror}", file=str(staging),
+                              section="§11.4", rule="io_error") from None
+        state = {"schema": SCHEMA, "entry": str(entry), "durable": durable,
+                 "artifact_id": artifact_id.hex() if artifact_id is not None else None,
+                 "json_bytes": plan.json_bytes, "entry_payload_start": plan.entry_payload_start,
+                 "sizes": list(plan.sizes), "names": list(plan.names), "json_text_hex": plan.json_text.hex(),
+                 "root": plan.root}
+        try:
+            (staging / MARKERS).mkdir()
+            head_id = artifact_id if artifact_id is not None else bytes(16)
+            for i in range(len(plan.sizes)):
+                fd = os.open(staging / _file_name(i), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                try:
+                    os.ftruncate(fd, plan.file_bytes(i))
+                    FileSetWriter._pwrite_all(fd, memoryview(file_head(plan, i, head_id)), 0, staging)
+                finally:
+                    os.close(fd)
+            _atomic_json(staging / STATE, state, durable)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return cls(staging, state)
+
+    @classmethod
+    def open(cls, staging_dir: str | os.PathLike) -> StagedArtifact:
+        """Open an existing staging directory (any process that can see it)."""
+        staging = Path(staging_dir)
+        try:
+            state = json.loads((staging / STATE).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise WriterError("no staged artifact here (sealed, discarded, or never staged)", file=str(staging),
+                              section="§11.4", rule="staging_missing") from None
+        except (OSError, ValueError) as exc:
+            raise WriterError(f"unreadable staging state: {exc}", file=str(staging / STATE), section="§11.4",
+                              rule="staging_state") from None
+        if not isinstance(state, dict) or state.get("schema") != SCHEMA:
+            raise WriterError(f"staging state is not {SCHEMA}", file=str(staging / STATE), section="§11.4",
+                              rule="staging_state")
+        return cls(staging, state)
+
+    # ---- writing --------------------------------------------------------------------------------------
+
+    def _fd(self, index: int) -> int:
+        with self._lock:
+            if index not in self._fds:
+                try:
+                    self._fds[index] = os.open(self.staging / _file_name(index), os.O_WRONLY)
+                except OSError as exc:
+                    raise WriterError(f"cannot open staged file: {exc.strerror}",
+                                      file=str(self.staging / _file_name(index)), section="§11.4",
+                                      rule="io_error") from None
+            return self._fds[index]
+
+    def _write_at(self, offset: int, view: memoryview, touched: set[int]) -> None:
+        end = offset + len(view)
+        if offset < 0 or end > self.plan.payload_bytes:
+            raise WriterError(f"write [{offset}, {end}) is outside the payload [0, {self.plan.payload_bytes})",
+                              file=str(self.staging), section="§11.2", rule="write_range")
+        i = bisect.bisect_right(self._file_offsets, offset) - 1
+        pos = offset
+        while pos < end:
+            f_end = self._file_offsets[i] + self.plan.sizes[i]
+            b = min(end, f_end)
+            if b > pos:
+                fd = self._fd(i)
+                FileSetWriter._pwrite_all(fd, view[pos - offset:b - offset],
+                                          self._payload_starts[i] + (pos - self._file_offsets[i]),
+                                          self.staging / _file_name(i))
+                touched.add(i)
+                pos = b
+            i += 1
+
+    def write_object(self, object_id: str, chunks, *, note: Mapping[str, Any] | None = None) -> str:
+        """Write all bytes of ``object_id`` (an iterable of bytes-like chunks, in order) at its planned
+        offset, flush, then publish its marker with the SHA-256 and ``note``. Returns the hex digest."""
+        if object_id not in self.index:
+            raise WriterError(f"object {object_id!r} is not in the staged plan", file=str(self.staging),
+                              section="§11.4", rule="object_unknown")
+        n = self.index[object_id]
+        _, offset, size = self.records[n]
+        digest, written, touched = hashlib.sha256(), 0, set()
+        for chunk in _chunks(chunks, object_id):
+            view = _byte_view(chunk, object_id)
+            if written + len(view) > size:
+                raise WriterError(f"object {object_id!r} got more than its {size} declared bytes",
+                                  file=str(self.staging), section="§11.4", rule="object_length")
+            self._write_at(offset + written, view, touched)
+            digest.update(view)
+            written += len(view)
+        if written != size:
+            raise WriterError(f"object {object_id!r} got {written} of its {size} declared bytes",
+                              file=str(self.staging), section="§11.4", rule="object_length")
+        if self.durable:
+            for i in touched:
+                os.fsync(self._fd(i))
+        hexdigest = digest.hexdigest()
+        _atomic_json(self.staging / MARKERS / f"{n:06d}.json",
+                     {"id": object_id, "bytes": size, "sha256": hexdigest, "note": dict(note or {})}, self.durable)
+        return hexdigest
+
+    def close(self) -> None:
+        with self._lock:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds = {}
+
+    # ---- coverage and sealing -------------------------------------------------------------------------
+
+    def markers(self) -> dict[str, dict]:
+        """Object ID → marker of every object written completely (stale or foreign markers ignored)."""
+        out = {}
+        for path in sorted((self.staging / MARKERS).glob("*.json")):
+            try:
+                m = json.loads(path.read_text(encoding="utf-8"))
+                n = int(path.stem)
+            except (OSError, ValueError):
+                continue
+            if 0 <= n < len(self.records) and isinstance(m, dict) and m.get("id") == self.records[n][0] \
+                    and m.get("bytes") == self.records[n][2]:
+                out[m["id"]] = m
+        return out
+
+    def missing(self) -> list[str]:
+        """IDs of the objects without a marker, in directory order."""
+        done = self.markers()
+        return [oid for oid, _, _ in self.records if oid not in done]
+
+    def seal(self, *, provenance: Mapping[str, Any] | None = None) -> Path:
+        """Check coverage, fill in provenance and ID, flush, publish parts then entry; remove the staging."""
+        self.close()
+        markers = self.markers()
+        missing = [oid for oid, _, _ in self.records if oid not in markers]
+        if missing:
+            shown = ", ".join(repr(m) for m in missing[:5]) + (" …" if len(missing) > 5 else "")
+            raise WriterError(f"{len(missing)} object(s) not completely written: {shown}", file=str(self.staging),
+                              section="§11.4", rule="coverage_incomplete")
+        plan = self.plan if provenance is None else replaced_provenance(self.plan, provenance, self.entry)
+        artifact_id = self.artifact_id
+        if artifact_id is None:
+            artifact_id = content_artifact_id(plan.json_text,
+                                              (bytes.fromhex(markers[oid]["sha256"]) for oid, _, _ in self.records))
+        paths = [self.staging / _file_name(i) for i in range(len(plan.sizes))]
+        for i, path in enumerate(paths):
+            try:
+                fd = os.open(path, os.O_WRONLY)
+            except OSError as exc:
+                raise WriterError(f"cannot open staged file: {exc.strerror}", file=str(path), section="§11.4",
+                                  rule="io_error") from None
+            try:
+                size = os.fstat(fd).st_size
+                if size != plan.file_bytes(i):
+                    raise WriterError(f"{path.name} is {size} bytes, expected {plan.file_bytes(i)}", file=str(path),
+                                      section="§11.4", rule="file_length")
+                FileSetWriter._pwrite_all(fd, memoryview(file_head(plan, i, artifact_id)), 0, path)
+                if self.durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        finals = [self.entry if n is None else self.entry.parent / n for n in plan.names]
+        check_targets_free(self.entry, plan.names)
+        published: list[Path] = []
+        try:
+            for i in range(1, len(finals)):  # parts first …
+                publish_noreplace(paths[i], finals[i])
+                published.append(finals[i])
+            if self.durable and len(finals) > 1:
+                fsync_directory(self.entry.parent)
+            publish_noreplace(paths[0], self.entry)  # … the entry last
+        except BaseException:
+            for p in published:
+                try:
+                    p.unlink()
+                except OSError:
+                    pass
+            raise
+        if self.durable:
+            fsync_directory(self.entry.parent)
+        shutil.rmtree(self.staging, ignore_errors=True)
+        self.plan = plan
+        self.artifact_id = artifact_id
+        log.info("sealed %s (%d files, %d objects)", self.entry, len(finals), len(self.records))
+        return self.entry
+
+    def discard(self) -> None:
+        """Remove the staging directory without publishing anything."""
+        self.close()
+        shutil.rmtree(self.staging, ignore_errors=True)
