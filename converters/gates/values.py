@@ -35,6 +35,7 @@ from ninfer_core.errors import NinferError
 
 EXACT_LABELS = ("bit-exact", "value-exact")
 SHOWN = 5
+ROW_FLOOR = 1e-3
 
 
 @dataclass
@@ -49,8 +50,9 @@ class Stats:
     differing: int = 0
     first_diff: int | None = None
     elements: int = 0
-    row_err: list = field(default_factory=list)
-    norm_dev: list = field(default_factory=list)
+    row_abs: list = field(default_factory=list)  # per row ‖g − w‖
+    row_want: list = field(default_factory=list)  # per row ‖w‖
+    row_got: list = field(default_factory=list)  # per row ‖g‖
 
     def add(self, g: np.ndarray, w: np.ndarray) -> None:
         g64, w64 = g.astype(np.float64), w.astype(np.float64)
@@ -68,13 +70,23 @@ class Stats:
             self.differing += n
         self.elements += g.size
         if g.ndim == 2 and g.shape[1] > 1:
-            gn, wn = np.linalg.norm(g64, axis=1), np.linalg.norm(w64, axis=1)
-            err = np.linalg.norm(g64 - w64, axis=1)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                rel = np.where(wn > 0, err / wn, np.where(err > 0, np.inf, 0.0))
-                dev = np.where(wn > 0, np.abs(gn / wn - 1), np.where(gn > 0, np.inf, 0.0))
-            self.row_err.append(rel)
-            self.norm_dev.append(dev)
+            self.row_abs.append(np.linalg.norm(g64 - w64, axis=1))
+            self.row_want.append(np.linalg.norm(w64, axis=1))
+            self.row_got.append(np.linalg.norm(g64, axis=1))
+
+    def rows(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per row: relative error ‖g − w‖ / ‖w‖ and norm deviation |‖g‖ − ‖w‖| / ‖w‖, where ‖w‖ is floored at
+        :data:`ROW_FLOOR` × the median row norm (a near-empty source row — an unused vocabulary entry — is
+        judged by its absolute error against a typical row, not by a ratio that format noise blows up)."""
+        if not self.row_abs:
+            return None
+        err, wn, gn = (np.concatenate(x) for x in (self.row_abs, self.row_want, self.row_got))
+        floor = ROW_FLOOR * float(np.median(wn)) if wn.size else 0.0
+        denom = np.maximum(wn, floor)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = np.where(denom > 0, err / denom, np.where(err > 0, np.inf, 0.0))
+            dev = np.where(denom > 0, np.abs(gn - wn) / denom, np.where(gn > 0, np.inf, 0.0))
+        return rel, dev
 
     @property
     def cosine(self) -> float:
@@ -177,7 +189,8 @@ def _check_one(art, p, a: ArtifactRows, s: SourceRows, spec, out: ValuesResult) 
     if row_issues:
         ok_order = False
         out.order += row_issues
-    worst_row = max((float(np.max(r)) for r in st.row_err if r.size), default=None)
+    rows = st.rows()
+    worst_row = float(np.max(rows[0])) if rows is not None and rows[0].size else None
     out.checked.append(ParameterCheck(p.name, exactness, formats, st.cosine, st.max_abs, st.max_rel, worst_row,
                                       ok_values, ok_order))
 
@@ -206,9 +219,10 @@ def _judge_values(name, st: Stats, exact: bool, exactness: str, tol, encoder: st
 
 
 def _row_probe(name: str, st: Stats, tol, exact: bool) -> list[Issue]:
-    if not st.row_err:
+    rows = st.rows()
+    if rows is None:
         return []
-    err, dev = np.concatenate(st.row_err), np.concatenate(st.norm_dev)
+    err, dev = rows
     limit = 1e-7 if exact else tol.row_rel
     bad = err > limit
     if not bad.any():
@@ -255,7 +269,7 @@ def _head_probe(name: str, g: np.ndarray, w: np.ndarray, axis: int, slices, tol,
             if own <= limit:
                 continue
             best = int(np.argmin(rel[row]))
-            if best != row and rel[row, best] < own:
+            if best != row and rel[row, best] < own and rel[row, best] <= foreign:
                 moved.append((i, members[best], own, float(rel[row, best])))
             elif own > foreign:
                 moved.append((i, None, own, own))
