@@ -10,10 +10,12 @@ Gate 5 (order probes) — seed 003 §5: a check that compares sizes, or even a g
 rows are in the wrong order. So, per row of every matrix, the relative error against the source row of the
 same index (a row from elsewhere is ≈ √2 away): rows whose norm is off are ``VERIFY_ROW_NORM`` (scale,
 shift), rows whose norm agrees but direction does not are ``VERIFY_ROW_ORDER`` (a permutation keeps norms).
-And per head slice of a head-structured parameter (:func:`converters.gates.contract.heads`): a head that is
-outside tolerance and closer to another source head than to its own is ``VERIFY_HEAD_ORDER`` — swapped
-heads, V heads left tiled, query and gate left interleaved. A head outside tolerance that still matches its
-own index best is a value problem (gate 4), not an order one.
+Rows whose source norm is below ``ROW_FLOOR`` × the median row norm (unused vocabulary rows) are judged
+against that floor. And per head slice of a head-structured parameter
+(:func:`converters.gates.contract.heads`): a head that is outside tolerance and matches another source head
+(within the ``foreign`` bound, far above format noise) better than its own, or that is so far from its own
+that it matches none, is ``VERIFY_HEAD_ORDER`` — swapped heads, V heads left tiled, query and gate left
+interleaved. A head outside tolerance that still matches its own index best is a value problem (gate 4).
 
 Everything is computed by row blocks; head-structured parameters (bounded by one layer's size) are compared
 whole, since their heads may lie along columns.
