@@ -10,6 +10,8 @@
    parts — on any shape (row_split pads K, unlike nvfp4).
 3. The conversion summary is printed, then every logical parameter is decoded from the artifact and
    compared with the generator's float reference (per role: worst cosine and max error).
+4. ``convert verify --sweep`` accepts the artifact against the GGUF (issue 7: structure, coverage, codec validity,
+   values, order probes, resources, golden numerics).
 
 The demo owns ``out/tiny-qwen35.groupwise-int.ninfer``: a rerun removes the previous one first (the
 converter itself never overwrites). Run as ``python -m converters.demo``.
@@ -65,7 +67,9 @@ def compare_with_reference(artifact: Path) -> tuple[list[list], bool]:
 
 
 def main() -> int:
+    from converters.cli.verify import print_report
     from converters.convert import DEFAULT_RECIPE, convert
+    from converters.gates.verify import verify
 
     logging.basicConfig(level=logging.WARNING)
     gguf = ensure_gguf()
@@ -77,7 +81,9 @@ def main() -> int:
     console.print(table("decoded artifact vs tinymodels reference (per parameter kind)",
                         ["parameter", "count", "worst cosine", "max abs error"], rows))
     console.print("[bold green]demo conversion OK[/]" if ok else "[bold red]demo conversion FAILED[/]")
-    return 0 if ok else 1
+    report = verify(ARTIFACT, gguf, sweep=True)
+    print_report(report)
+    return 0 if ok and report.result == "pass" else 1
 
 
 if __name__ == "__main__":
