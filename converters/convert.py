@@ -10,8 +10,14 @@ Order of work (each step can fail before the next writes anything):
 5. measure: requantized objects are encoded once to measure their error (kept in memory when small,
    see :data:`MEASURE_CACHE_BYTES`), because the directory — provenance included — is written before
    the payload;
-6. write: declare the objects, plan the files, produce every object on a worker pool at its planned
-   offset (``ArtifactWriter.write_object`` from any thread), commit (crash-safe, publish last).
+6. write: declare the objects, plan the files (the measured errors' JSON space reserved, so the layout
+   never depends on measured values: :mod:`converters.scaleout.reservation`), put the measured
+   provenance in, produce every object on a worker pool at its planned offset
+   (``ArtifactWriter.write_object`` from any thread), commit (crash-safe, publish last).
+
+Reproducible output: with ``artifact_id`` or ``artifact_id_from_content`` the same inputs give
+byte-identical files for any ``workers``; :mod:`converters.scaleout` splits the same conversion into
+plan → encode → seal across processes or machines with identical output.
 
 Memory: workers × (one row block + the later planes of one object) plus the measure cache; inputs are
 mapped per row block (``rows.py``).
@@ -19,12 +25,14 @@ mapped per row block (``rows.py``).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,10 +41,14 @@ from converters import __version__
 from converters.engine import Model, open_model
 from converters.errors import ConversionError
 from converters.frontend import TEXT_ROLES, frontend_resources
+from converters.hadamard import read_rotation
 from converters.plan import Plan, PlannedLiteral, PlannedResource, PlannedTensor, make_plan
 from converters.produce import ErrorStats, Producer
+from converters.proposal import ProposalRequest
+from converters.proposal import prepare as prepare_proposal
 from converters.recipes import Recipe, load_recipe
 from converters.template import BorrowedObject, apply_template, prefix
+from converters.ternary import prove_objects
 from ninfer_core import ArtifactWriter, open_artifact
 from ninfer_core.errors import ArtifactExistsError
 
@@ -56,6 +68,7 @@ class Result:
     objects: list
     dry_run: bool
     errors: dict[str, ErrorStats] = field(default_factory=dict)
+    proofs: dict[str, list[dict]] = field(default_factory=dict)  # ternary transcodes checked (ternary.py)
     artifact_id: str | None = None
     files: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -88,12 +101,18 @@ class Result:
             e = by_prefix.setdefault(prefix(r["id"]), {"objects": 0, "bytes": 0})
             e["objects"] += 1
             e["bytes"] += r["bytes"]
+        produced_by_prefix: dict[str, dict] = {}  # seed 003 §6: produced and borrowed bytes, by prefix
+        for r in produced:
+            e = produced_by_prefix.setdefault(prefix(r["id"]), {"objects": 0, "bytes": 0})
+            e["objects"] += 1
+            e["bytes"] += r["bytes"]
         total = sum(r["bytes"] for r in rows)
         out = {
             "output": str(self.output), "dry_run": self.dry_run, "recipe": self.plan.recipe.name,
             "architecture": self.plan.bound.architecture, "source_kind": self.plan.bound.source_kind,
             "objects": len(rows), "total_bytes": total,
-            "produced": {"objects": len(produced), "bytes": sum(r["bytes"] for r in produced)},
+            "produced": {"objects": len(produced), "bytes": sum(r["bytes"] for r in produced),
+                         "by_prefix": produced_by_prefix},
             "borrowed": {"objects": len(borrowed), "bytes": sum(r["bytes"] for r in borrowed), "by_prefix": by_prefix},
             "exactness": dict(Counter(r["exactness"] for r in produced)),
             "only_layer": self.plan.only_layer, "notes": list(self.plan.notes),
@@ -101,6 +120,12 @@ class Result:
         if not self.dry_run:
             out.update(artifact_id=self.artifact_id, files=self.files, seconds=round(self.seconds, 3),
                        bytes_per_second=round(total / self.seconds) if self.seconds > 0 else None)
+        if self.proofs:
+            pieces = [r for rs in self.proofs.values() for r in rs]
+            out["exactness_check"] = {"objects": len(self.proofs), "pieces": len(pieces),
+                                      "elements": sum(r["elements"] for r in pieces),
+                                      "codes_and_multipliers_equal": all(r["codes_equal"] and r["multipliers_equal"]
+                                                                         for r in pieces)}
         worst = [(k, v) for k, v in self.errors.items() if not v.exact]
         if worst:
             k, v = min(worst, key=lambda kv: kv[1].cosine)
@@ -124,15 +149,56 @@ def convert(source, output, *, recipe: str | Path | None = None, template: str |
             max_file_bytes: int | None = None, only_layer: int | None = None, dry_run: bool = False,
             components: Iterable[str] = ("text",), inputs: dict | None = None, workers: int | None = None,
             expect_kind: str | None = None, progress: Callable[[str, int], None] | None = None,
-            on_plan: Callable[[list], None] | None = None, artifact_id: bytes | str | None = None) -> Result:
+            on_plan: Callable[[list], None] | None = None, artifact_id: bytes | str | None = None,
+            proposal: ProposalRequest | None = None, artifact_id_from_content: bool = False) -> Result:
     """Convert ``source`` (GGUF file or HF directory) into the artifact ``output``.
 
     ``recipe``: shipped name or path (default: the template's ``metadata.identity.weights_id`` when it
     names a shipped recipe, else :data:`DEFAULT_RECIPE`). ``expect_kind``: ``gguf`` / ``hf`` — the
     command that was used (``gguf2ninfer`` / ``st2ninfer``) — checked against the detected source.
+    ``components`` / ``inputs``: what is converted besides ``text`` and the extra inputs it reads
+    (:func:`converters.engine.open_model`: ``{"mmproj": path, "drafter": [dirs]}``); a selected component
+    the inputs lack fails here, before anything is written. ``proposal``: ``text.proposal`` (§9.2).
     ``on_plan(objects)`` is called once the output's objects are known; ``progress(object_id, nbytes)``
-    as bytes are written (from worker threads)."""
+    as bytes are written (from worker threads). ``artifact_id`` (16 bytes / 32 hex) or
+    ``artifact_id_from_content`` (:mod:`ninfer_core.container.contentid`) make the output reproducible:
+    the same inputs give byte-identical files whatever ``workers`` is."""
     started = time.perf_counter()
+    with open_conversion(source, output, recipe=recipe, template=template, only_layer=only_layer, dry_run=dry_run,
+                         components=components, inputs=inputs, expect_kind=expect_kind, proposal=proposal) as c:
+        result = c.result
+        if on_plan is not None:
+            on_plan(c.objects)
+        if dry_run:
+            return result
+        cache = _measure(c.plan, c.objects, c.producer, result, workers)
+        result.proofs = prove_objects(c.objects, c.producer)
+        _write(c.model, c.plan, c.objects, c.producer, result, cache, max_file_bytes=max_file_bytes, workers=workers,
+               progress=progress, artifact_id=artifact_id, artifact_id_from_content=artifact_id_from_content)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+@dataclass
+class Conversion:
+    """An opened conversion: the model (inputs open), recipe, plan, output objects and their producer."""
+
+    model: Model
+    recipe: Recipe
+    plan: Plan
+    objects: list
+    result: Result
+    producer: Producer
+
+
+@contextlib.contextmanager
+def open_conversion(source, output, *, recipe: str | Path | None = None, template: str | Path | None = None,
+                    only_layer: int | None = None, dry_run: bool = False, components: Iterable[str] = ("text",),
+                    inputs: dict | None = None, expect_kind: str | None = None,
+                    proposal: ProposalRequest | None = None) -> Iterator[Conversion]:
+    """Steps 1–3 of :func:`convert` (same parameters): refuse an existing output, load the recipe, open and
+    bind the source, plan, apply the template. The model and template stay open inside the block (the
+    staged conversion of :mod:`converters.scaleout` produces objects from it in other processes)."""
     output = Path(output)
     if not dry_run:
         check_output_free(output)
@@ -144,22 +210,13 @@ def convert(source, output, *, recipe: str | Path | None = None, template: str |
                 raise ConversionError(f"the source is a {model.source.kind} input; use "
                                       f"{'gguf2ninfer' if model.source.kind == 'gguf' else 'st2ninfer'}",
                                       file=str(model.source.path), rule="source_kind")
-            plan = plan_conversion(model, rec, only_layer=only_layer)
+            plan = plan_conversion(model, rec, only_layer=only_layer, proposal=proposal)
             objects = apply_template(plan, tpl) if tpl is not None else list(plan.objects)
-            result = Result(output, plan, objects, dry_run)
-            if on_plan is not None:
-                on_plan(objects)
-            if dry_run:
-                return result
-            producer = Producer(model.sources, hadamard_seed=rec.hadamard_seed)
-            cache = _measure(plan, objects, producer, result, workers)
-            _write(model, plan, objects, producer, result, cache, max_file_bytes=max_file_bytes, workers=workers,
-                   progress=progress, artifact_id=artifact_id)
+            yield Conversion(model, rec, plan, objects, Result(output, plan, objects, dry_run),
+                             Producer(model.sources, hadamard_seed=rec.hadamard_seed))
     finally:
         if tpl is not None:
             tpl.close()
-    result.seconds = time.perf_counter() - started
-    return result
 
 
 def _template_recipe(tpl) -> str:
@@ -173,12 +230,34 @@ def _template_recipe(tpl) -> str:
     return DEFAULT_RECIPE
 
 
-def plan_conversion(model: Model, recipe: Recipe, *, only_layer: int | None = None) -> Plan:
-    """The plan of ``model`` under ``recipe`` with the text frontend resources and config."""
+def plan_conversion(model: Model, recipe: Recipe, *, only_layer: int | None = None,
+                    proposal: ProposalRequest | None = None) -> Plan:
+    """The plan of ``model`` under ``recipe``: the text frontend resources and config, each selected
+    component's record (config, ``target``, resources) and the ``text.proposal`` when asked for.
+
+    With ``only_layer`` the minimal artifact holds text layer ``only_layer`` only: no other component is
+    declared (a component record promises its data, container §4.2) and no proposal is made."""
     fr = frontend_resources(model.source)
     files = [(role, fr.files[role], fr.provenance.get(role, {})) for role in TEXT_ROLES if role in fr.files]
-    return make_plan(model.bound, recipe, model.sources, only_layer=only_layer, resources={"text": files},
-                     component_configs={"text": model.config})
+    resources, configs = {"text": files}, {"text": model.config}
+    bound, extra = model.bound, None
+    comps = list(model.component_records.values()) if only_layer is None else []
+    if only_layer is not None:
+        bound = dataclasses.replace(bound, parameters=tuple(p for p in bound.parameters if p.component == "text"))
+    for c in comps:
+        configs[c.id] = c.config
+        if c.resources:
+            resources[c.id] = c.resources
+    if proposal is not None and only_layer is None:
+        bound, extra = prepare_proposal(bound, proposal, model.config["vocab_size"])
+    plan = make_plan(bound, recipe, model.sources, only_layer=only_layer, resources=resources,
+                     component_configs=configs)
+    for c in comps:
+        if c.target is not None:
+            plan.components[c.id]["target"] = c.target
+    if extra is not None:
+        extra.finish(plan)
+    return plan
 
 
 def _pool(workers: int | None) -> ThreadPoolExecutor:
@@ -227,7 +306,7 @@ def metadata_of(model: Model, plan: Plan) -> dict:
         name = model.source.path.name
     return {"name": name,
             "identity": {"weights_id": plan.recipe.name, "architecture": plan.bound.architecture,
-                         "components": list(model.components)}}
+                         "components": list(plan.components)}}
 
 
 def provenance_of(model: Model, plan: Plan, objects: list, result: Result) -> dict:
@@ -246,6 +325,8 @@ def provenance_of(model: Model, plan: Plan, objects: list, result: Result) -> di
                 stats = result.errors[o.id]
                 entry["exactness"] = _measured_exactness(stats)
                 entry["measured_error"] = stats.to_json()
+            if o.id in result.proofs:
+                entry["exactness_check"] = result.proofs[o.id]
             per_object[o.id] = entry
         elif isinstance(o, PlannedLiteral):
             per_object[o.id] = {"generated": o.note, "exactness": "bit-exact"}
@@ -257,11 +338,14 @@ def provenance_of(model: Model, plan: Plan, objects: list, result: Result) -> di
     return {
         "converter": {"name": "ninfer-convert", "version": __version__},
         "source": {"kind": model.source.kind, **model.source.identity(),
-                   "layout_assumptions": list(getattr(model.source, "layout_assumptions", []))},
+                   "layout_assumptions": list(getattr(model.source, "layout_assumptions", [])),
+                   **({"hadamard": rot.to_json()} if (rot := read_rotation(model.source)) is not None else {})},
         "recipe": plan.recipe.to_json(),
         "mappings": [{"component": m.component, "file": Path(m.file).name, "sha256": m.sha256}
                      for m in plan.bound.mappings],
         "config": {"rules": Path(model.config_rules).name, "evidence": model.config_evidence},
+        "components": {c.id: c.provenance for c in model.component_records.values()
+                       if c.id in plan.components},
         "frontend": fr_prov,
         "skipped_tensors": dict(sorted(plan.bound.skipped.items())),
         "only_layer": plan.only_layer,
@@ -269,19 +353,39 @@ def provenance_of(model: Model, plan: Plan, objects: list, result: Result) -> di
     }
 
 
-def _write(model: Model, plan: Plan, objects: list, producer: Producer, result: Result, cache: dict[str, bytes], *,
-           max_file_bytes: int | None, workers: int | None, progress, artifact_id) -> None:
+def declare_writer(model: Model, plan: Plan, objects: list, result: Result, *, max_file_bytes: int | None,
+                   artifact_id=None, artifact_id_from_content: bool = False) -> ArtifactWriter:
+    """A writer with every object declared, planned with the measured errors' *reserved* provenance.
+
+    The JSON space is planned for the longest error record any object could get
+    (:func:`converters.scaleout.reservation.reserved`), so the directory's size — and with it every
+    offset — does not depend on measured values: the in-process conversion and the staged one
+    (plan → encode → seal, where errors are measured while writing) lay out identical files. The caller
+    puts the real provenance in with ``replace_provenance`` once the errors are known."""
+    from converters.scaleout.reservation import reserved
+
     components = {k: dict(v) for k, v in plan.components.items()}
     writer = ArtifactWriter(result.output, components=components, bindings=plan.bindings, uses=plan.uses,
-                            metadata=metadata_of(model, plan), provenance=provenance_of(model, plan, objects, result),
-                            max_file_bytes=max_file_bytes, artifact_id=artifact_id)
+                            metadata=metadata_of(model, plan),
+                            provenance=provenance_of(model, plan, objects, reserved(result, objects)),
+                            max_file_bytes=max_file_bytes, artifact_id=artifact_id,
+                            artifact_id_from_content=artifact_id_from_content)
+    for o in objects:
+        if o.kind == "resource":
+            writer.add_resource(o.id, o.bytes)
+        else:
+            writer.add_tensor(o.id, o.shape, o.format, o.layout, divisors=o.divisors)
+    return writer
+
+
+def _write(model: Model, plan: Plan, objects: list, producer: Producer, result: Result, cache: dict[str, bytes], *,
+           max_file_bytes: int | None, workers: int | None, progress, artifact_id,
+           artifact_id_from_content: bool = False) -> None:
+    writer = declare_writer(model, plan, objects, result, max_file_bytes=max_file_bytes, artifact_id=artifact_id,
+                            artifact_id_from_content=artifact_id_from_content)
     try:
-        for o in objects:
-            if o.kind == "resource":
-                writer.add_resource(o.id, o.bytes)
-            else:
-                writer.add_tensor(o.id, o.shape, o.format, o.layout, divisors=o.divisors)
         writer.plan()
+        writer.replace_provenance(provenance_of(model, plan, objects, result))
 
         def data(o):
             if o.id in cache:

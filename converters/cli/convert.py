@@ -11,6 +11,25 @@ Examples::
     convert gguf2ninfer model.gguf out/model.ninfer --recipe exact
     convert st2ninfer ./Qwen3.5-27B out/q.ninfer --recipe groupwise-int --max-file-bytes 4GiB
     convert gguf2ninfer bonsai.gguf out/b.ninfer --template tpl.ninfer --only-layer 3 --dry-run
+    convert gguf2ninfer model.gguf out/r.ninfer --recipe exact --artifact-id-from-content --workers 4
+    convert gguf2ninfer model.gguf /shared/m.ninfer --plan-only /shared/m.plan.json   # then encode, seal
+    convert gguf2ninfer model.gguf /shared/m.ninfer --backend dask --scheduler tcp://head:8786
+    convert st2ninfer ./Qwen3.5-VL out/t.ninfer --components text,vision,mtp
+    convert gguf2ninfer q35.gguf out/v.ninfer --components text,vision,dflash2 --mmproj mmproj.gguf \
+        --drafter ./Qwen3.5-DFlash2 --proposal indexed --proposal-counts counts.tsv --proposal-rows 32768
+
+Components (container §4.2): ``--components`` lists what is converted (``text`` always; ``mtp``,
+``vision``, ``dflash``, ``dflash2``); ``--mmproj`` gives the vision tower of a GGUF model, ``--drafter`` a
+DFlash / DFlash2 drafter directory (repeatable; each is matched to its component by its config). A
+selected component the inputs do not provide fails before anything is written, naming it.
+``--proposal full|indexed`` adds ``text.proposal`` (§9.2); ``indexed`` takes the ``--proposal-rows`` most
+frequent tokens of ``--proposal-counts`` (TSV ``token_id<TAB>count`` or JSON ``{"counts": {...}}``).
+
+Reproducible output: ``--artifact-id HEX`` or ``--artifact-id-from-content`` (the ID is a digest of the
+written content) give byte-identical files for the same inputs, whatever ``--workers``. Scale-out
+(:mod:`converters.cli.scaleout`): ``--plan-only PLAN.json`` stages the files and stops (then ``convert
+encode`` / ``convert seal``); ``--backend dask [--scheduler ADDR]`` runs every step with the encoding on
+a Dask cluster. Both give the same bytes as the one-process conversion.
 """
 
 from __future__ import annotations
@@ -27,20 +46,40 @@ SOURCE_HELP = {"gguf": "GGUF file to convert.", "hf": "HF checkpoint directory (
 
 
 def _run(kind: str, source: Path, output: Path, template: Path | None, recipe: str | None, max_file_bytes: str | None,
-         only_layer: int | None, dry_run: bool, json_out: bool, components: str, workers: int | None) -> None:
+         only_layer: int | None, dry_run: bool, json_out: bool, components: str, workers: int | None,
+         inputs: dict | None = None, proposal=None, staged: dict | None = None) -> None:
+    from converters.components import parse_components
     from converters.convert import check_output_free, convert
 
     limit = parse_byte_size(max_file_bytes)
     if not dry_run:
         check_output_free(output)  # before anything is read
+    # absolute input paths: provenance records them, so the output is the same from any working directory
+    # and whether the conversion runs here or staged on other machines (--plan-only, --backend dask)
+    source, template = source.resolve(), template.resolve() if template is not None else None
+    inputs = {k: [p.resolve() for p in v] if isinstance(v, list) else v.resolve() if v is not None else None
+              for k, v in (inputs or {}).items()} or None
     comps = tuple(c.strip() for c in components.split(",") if c.strip())
     if not comps:
         raise typer.BadParameter("--components needs at least one component", param_hint="--components")
+    comps = parse_components(comps)
+    staged = _check_staged(staged or {}, dry_run)
+    if staged["plan_only"] is not None or staged["backend"] == "dask":
+        from converters.cli.scaleout import run_staged
+        from converters.scaleout.planfile import Request
+
+        request = Request.make(source, output, kind=kind, recipe=recipe, template=template, max_file_bytes=limit,
+                               only_layer=only_layer, components=comps, inputs=inputs, proposal=proposal,
+                               artifact_id=staged["artifact_id"], artifact_id_from_content=staged["from_content"])
+        run_staged(request, plan_only=staged["plan_only"], backend=staged["backend"], scheduler=staged["scheduler"],
+                   workers=workers, json_out=json_out)
+        return
     bars = _Bars(byte_progress(disable=json_out or dry_run))
     with bars.progress:
         result = convert(source, output, recipe=recipe, template=template, max_file_bytes=limit, only_layer=only_layer,
                          dry_run=dry_run, components=comps, workers=workers, expect_kind=kind,
-                         on_plan=bars.plan, progress=bars.advance)
+                         on_plan=bars.plan, progress=bars.advance, inputs=inputs, proposal=proposal,
+                         artifact_id=staged["artifact_id"], artifact_id_from_content=staged["from_content"])
     summary = result.summary()
     if json_out:
         emit_json({**summary, "objects_detail": result.object_rows()} if dry_run else summary)
@@ -51,6 +90,29 @@ def _run(kind: str, source: Path, output: Path, template: Path | None, recipe: s
         console.print(table(f"plan: {output.name} (nothing written)",
                             ["object", "format", "shape", "bytes", "exactness", "origin", "method"], rows))
     print_summary(summary)
+
+
+def _check_staged(s: dict, dry_run: bool) -> dict:
+    """Check the reproducibility / scale-out flags together (before any input is read)."""
+    s = {"artifact_id": None, "from_content": False, "plan_only": None, "backend": "local", "scheduler": None, **s}
+    if s["artifact_id"] is not None and s["from_content"]:
+        raise typer.BadParameter("--artifact-id and --artifact-id-from-content exclude each other",
+                                 param_hint="--artifact-id")
+    if s["artifact_id"] is not None:
+        from ninfer_core.container.writer import artifact_id_bytes
+
+        s["artifact_id"] = artifact_id_bytes(s["artifact_id"]).hex()
+    if s["backend"] not in ("local", "dask"):
+        raise typer.BadParameter(f"--backend {s['backend']!r}: choose local or dask", param_hint="--backend")
+    if s["scheduler"] is not None and s["backend"] != "dask":
+        raise typer.BadParameter("--scheduler needs --backend dask", param_hint="--scheduler")
+    if dry_run and (s["plan_only"] is not None or s["backend"] != "local"):
+        raise typer.BadParameter("--dry-run writes nothing; it excludes --plan-only and --backend dask",
+                                 param_hint="--dry-run")
+    if s["plan_only"] is not None and s["backend"] != "local":
+        raise typer.BadParameter("--plan-only stops after planning; run convert encode on the backend you like",
+                                 param_hint="--plan-only")
+    return s
 
 
 class _Bars:
@@ -120,11 +182,36 @@ def _options(kind: str):
                                        "the frontend resources."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; write nothing."),
         json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
-        components: str = typer.Option("text", "--components", help="Comma-separated components to convert."),
+        components: str = typer.Option("text", "--components", help="Comma-separated components to convert: text "
+                                       "plus any of mtp, vision, dflash, dflash2."),
         workers: int = typer.Option(None, "--workers", help="Worker threads (default: min(4, CPUs))."),
+        mmproj: Path = typer.Option(None, "--mmproj", help="mmproj GGUF with the vision tower (component vision)."),
+        drafter: list[Path] = typer.Option(None, "--drafter", help="DFlash / DFlash2 drafter directory "
+                                           "(components dflash, dflash2); repeatable."),
+        proposal: str = typer.Option(None, "--proposal", help="Add text.proposal: full (the text head) or indexed "
+                                     "(a frequency shortlist of the head's rows)."),
+        proposal_counts: Path = typer.Option(None, "--proposal-counts", help="Token-count file of --proposal indexed "
+                                             "(TSV token_id<TAB>count, or JSON {\"counts\": {id: count}})."),
+        proposal_rows: int = typer.Option(None, "--proposal-rows", help="Rows of --proposal indexed (the most "
+                                          "frequent tokens)."),
+        artifact_id: str = typer.Option(None, "--artifact-id", help="artifact_id as 32 hex digits (reproducible "
+                                        "output; default a random UUID)."),
+        artifact_id_from_content: bool = typer.Option(False, "--artifact-id-from-content", help="Derive the "
+                                                      "artifact_id from the written content (reproducible)."),
+        plan_only: Path = typer.Option(None, "--plan-only", help="Scale-out: plan and stage the files, write this "
+                                       "plan file, encode nothing (then convert encode / convert seal)."),
+        backend: str = typer.Option("local", "--backend", help="local (threads of this process) or dask (encode on "
+                                    "a Dask cluster; needs the scale extra)."),
+        scheduler: str = typer.Option(None, "--scheduler", help="Dask scheduler address (default: a local cluster "
+                                      "of --workers processes)."),
     ) -> None:
+        from converters.proposal import ProposalRequest
+
+        request = ProposalRequest.parse(proposal, proposal_counts, proposal_rows)  # flags checked before reading
+        inputs = {"mmproj": mmproj, "drafter": list(drafter or []) or None}
         _run(kind, source, output, template, recipe, max_file_bytes, only_layer, dry_run, json_out, components,
-             workers)
+             workers, inputs, request, {"artifact_id": artifact_id, "from_content": artifact_id_from_content,
+                                        "plan_only": plan_only, "backend": backend, "scheduler": scheduler})
 
     return cmd
 

@@ -34,7 +34,7 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -182,9 +182,11 @@ class StagedArtifact:
                 pos = b
             i += 1
 
-    def write_object(self, object_id: str, chunks, *, note: Mapping[str, Any] | None = None) -> str:
+    def write_object(self, object_id: str, chunks, *,
+                     note: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None) -> str:
         """Write all bytes of ``object_id`` (an iterable of bytes-like chunks, in order) at its planned
-        offset, flush, then publish its marker with the SHA-256 and ``note``. Returns the hex digest."""
+        offset, flush, then publish its marker with the SHA-256 and ``note`` (a callable is called after
+        the last chunk: e.g. statistics gathered while the chunks were made). Returns the hex digest."""
         if object_id not in self.index:
             raise WriterError(f"object {object_id!r} is not in the staged plan", file=str(self.staging),
                               section="§11.4", rule="object_unknown")
@@ -206,6 +208,7 @@ class StagedArtifact:
             for i in touched:
                 os.fsync(self._fd(i))
         hexdigest = digest.hexdigest()
+        note = note() if callable(note) else note
         _atomic_json(self.staging / MARKERS / f"{n:06d}.json",
                      {"id": object_id, "bytes": size, "sha256": hexdigest, "note": dict(note or {})}, self.durable)
         return hexdigest

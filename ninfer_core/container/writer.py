@@ -202,8 +202,8 @@ class ArtifactWriter:
 
     # ---- planning ----------------------------------------------------------------------------------
 
-    def _layout(self) -> tuple[FilePlan, list[TensorObject | ResourceObject]]:
-        """Place the declared objects and fix the JSON and files table (nothing is created)."""
+    def layout(self) -> tuple[FilePlan, list[TensorObject | ResourceObject]]:
+        """The plan :meth:`plan` makes — placed objects, JSON, files table, checked — creating nothing."""
         if not self._declared:
             raise SchemaError("an artifact needs at least one object", json_path="$.objects", section="§4.1",
                               rule="empty_collection")
@@ -231,7 +231,7 @@ class ArtifactWriter:
             return self._plan
         if self._state != "declaring":
             raise WriterError(f"cannot plan in state {self._state}", section="§11.4", rule="writer_state")
-        plan, placed = self._layout()
+        plan, placed = self.layout()
         self._files = FileSetWriter(self.path, plan, self.artifact_id_bytes, durable=self.durable)
         self._plan = plan
         self._records = {r.id: r for r in placed}
@@ -247,7 +247,7 @@ class ArtifactWriter:
 
         if self._state != "declaring":
             raise WriterError(f"cannot stage in state {self._state}", section="§11.4", rule="writer_state")
-        plan, _ = self._layout()
+        plan, _ = self.layout()
         staged = StagedArtifact.create(self.path, staging_dir, plan,
                                        artifact_id=None if self.from_content else self.artifact_id_bytes,
                                        durable=self.durable)
