@@ -1,11 +1,14 @@
-"""Golden numerics: a numpy reference forward pass of Qwen3 dense and Qwen3.5 hybrid text models.
+"""Golden numerics: a numpy reference forward pass of Qwen3 / Qwen3.5 text models, dense and mixture-of-experts.
 
 ``forward(config, params, tokens)`` runs the text model over a few tokens from the logical
 parameters of the shared contract (``text/token_embedding``, ``text/layers/{l}/attention/query``,
 ``text/layers/{l}/gdn/a_log``, …; HF values and HF order) and returns the logits ``[T, V]``;
 ``compare_logits`` reports top-1 agreement, max absolute error and cosine. ``convert verify`` runs
 it on the source weights and on an artifact's decoded bindings (issue 7, gate 7). Computation is in
-float64 by default so the reference itself adds no rounding worth measuring.
+float64 by default so the reference itself adds no rounding worth measuring. Families, from ``model_type``
+(or ``architectures``): Qwen3 (``qwen3``) and Qwen3-MoE (``qwen3_moe``) with Qwen3 conventions; Qwen3.5
+(``qwen3_5``/``qwen3_5_text``), Qwen3.5-MoE (``qwen3_5_moe``/``qwen3_5_moe_text``) and Qwen3-Next
+(``qwen3_next``) with Qwen3.5 conventions.
 
 Semantics, as read in transformers (``models/qwen3_5/modeling_qwen3_5.py`` @009e78d6, ``models/qwen3``):
 
@@ -29,11 +32,34 @@ Semantics, as read in transformers (``models/qwen3_5/modeling_qwen3_5.py`` @009e
   ``S [dk, dv] = 0``: ``S ← S·exp(g_t)``, ``δ = β_t(v_t − Sᵀk_t)``, ``S ← S + k_t δᵀ``, ``o_t = Sᵀq_t``;
   then the gated norm with ``z`` and ``out_proj``. transformers' chunked kernel computes the same
   recurrence.
+- Qwen3-Next (``models/qwen3_next/modular_qwen3_next.py`` @043bb8dd) has the Qwen3.5 conventions:
+  ``Qwen3NextRMSNorm`` is ``Gemma3RMSNorm`` (zero-centred, also as ``q_norm``/``k_norm``),
+  ``Qwen3NextRMSNormGated`` is ``w·x̂·silu(z)``, ``Qwen3NextAttention`` chunks each head's ``q_proj`` rows
+  into ``[query | gate]`` and multiplies by ``sigmoid(gate)``, plain partial RoPE (``partial_rotary_factor``
+  default 0.25), the same gated delta rule (l2norm eps 1e-6, ``q·dk^-½``, ``g = -exp(A_log)·softplus(a +
+  dt_bias)``); only its fused ``in_proj_qkvz``/``in_proj_ba`` differ, split by the mapping into the
+  contract's names. Qwen3.5-MoE's mixers are Qwen3.5's (``Qwen3_5MoeGatedDeltaNet``) and Qwen3-Next's.
+- Sparse MoE block (transformers ``Qwen3MoeSparseMoeBlock``, ``models/qwen3_moe/modeling_qwen3_moe.py``
+  @00d4b3d2; Qwen3-Next: ``Qwen2MoeSparseMoeBlock`` with ``Qwen2MoeTopKRouter``, ``models/qwen2_moe/
+  modular_qwen2_moe.py`` @001f85b3; Qwen3.5-MoE: the Qwen3-Next block with ``Qwen3VLMoeTextTopKRouter``,
+  ``models/qwen3_5_moe/modular_qwen3_5_moe.py`` @0960594c, ``models/qwen3_vl_moe/modular_qwen3_vl_moe.py``
+  @02e8340b): ``p = softmax(x @ routerᵀ)`` over all experts, the ``num_experts_per_tok`` largest kept
+  (``torch.topk``; ties here go to the lower expert index), renormalised to sum 1 when ``norm_topk_prob``
+  (Qwen3-MoE: config, transformers default False; Qwen3-Next: config, default True; Qwen3.5-MoE: always —
+  its config deletes the field and its router divides unconditionally); ``y = Σ_k p_k·SwiGLU_e_k(x)`` with
+  each expert's gate/up of ``moe_intermediate_size``; Qwen3-Next and Qwen3.5-MoE add
+  ``sigmoid(x @ shared_expert_gateᵀ)·SwiGLU_shared(x)`` (``shared_expert_intermediate_size``). A layer is
+  sparse iff it is not in ``mlp_only_layers`` and ``(l + 1) % decoder_sparse_step == 0``
+  (``Qwen3MoeDecoderLayer``, ``Qwen3NextDecoderLayer``; the other layers keep the dense MLP of
+  ``intermediate_size``, logical ``mlp/*``); every Qwen3.5-MoE layer is sparse
+  (``Qwen3_5MoeDecoderLayer``). Only the experts some token is routed to are read, so memory stays near
+  one expert's matrices however many experts a layer has.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,13 +68,61 @@ from converters.errors import ConversionError
 
 L2NORM_EPS = 1e-6
 HEAD_ROWS = 16384
-FAMILIES = {"qwen3": "qwen3", "qwen3_5": "qwen3_5", "qwen3_5_text": "qwen3_5"}
-ARCHITECTURES = {"Qwen3ForCausalLM": "qwen3", "Qwen3_5ForCausalLM": "qwen3_5",
-                 "Qwen3_5ForConditionalGeneration": "qwen3_5"}
+#: model_type / architecture -> (conventions family, MoE kind or None)
+FAMILIES = {"qwen3": ("qwen3", None), "qwen3_5": ("qwen3_5", None), "qwen3_5_text": ("qwen3_5", None),
+            "qwen3_moe": ("qwen3", "qwen3_moe"), "qwen3_next": ("qwen3_5", "qwen3_next"),
+            "qwen3_5_moe": ("qwen3_5", "qwen3_5_moe"), "qwen3_5_moe_text": ("qwen3_5", "qwen3_5_moe")}
+ARCHITECTURES = {"Qwen3ForCausalLM": FAMILIES["qwen3"], "Qwen3_5ForCausalLM": FAMILIES["qwen3_5"],
+                 "Qwen3_5ForConditionalGeneration": FAMILIES["qwen3_5"], "Qwen3MoeForCausalLM": FAMILIES["qwen3_moe"],
+                 "Qwen3NextForCausalLM": FAMILIES["qwen3_next"], "Qwen3_5MoeForCausalLM": FAMILIES["qwen3_5_moe"],
+                 "Qwen3_5MoeForConditionalGeneration": FAMILIES["qwen3_5_moe"]}
+#: MoE kind -> (shared expert, norm_topk_prob default (None: always renormalised), dense layers possible)
+MOE_KINDS = {"qwen3_moe": (False, False, True), "qwen3_next": (True, True, True), "qwen3_5_moe": (True, None, False)}
 
 
 def _config_error(field: str, message: str) -> ConversionError:
     return ConversionError(message, json_path=f"config.{field}", rule="golden_config")
+
+
+def _field(cfg: Mapping, field: str, kind: type = int):
+    """``cfg[field]`` converted to ``kind``; a typed error naming the field when absent or unconvertible."""
+    if field not in cfg or cfg[field] is None:
+        raise _config_error(field, "required field missing")
+    try:
+        return kind(cfg[field])
+    except (TypeError, ValueError):
+        raise _config_error(field, f"expected {kind.__name__}, got {cfg[field]!r}") from None
+
+
+@dataclass(frozen=True)
+class MoeSpec:
+    """The sparse blocks of a mixture-of-experts model: which layers, the experts, and the routing rule."""
+
+    layers: frozenset[int]
+    num_experts: int
+    top_k: int
+    intermediate_size: int
+    shared_intermediate_size: int  # 0: no shared expert (Qwen3-MoE)
+    norm_topk_prob: bool
+
+    @classmethod
+    def from_config(cls, cfg: Mapping, kind: str, num_layers: int) -> MoeSpec:
+        shared, norm_default, dense_possible = MOE_KINDS[kind]
+        experts, top_k = _field(cfg, "num_experts"), _field(cfg, "num_experts_per_tok")
+        if not 1 <= top_k <= experts:
+            raise _config_error("num_experts_per_tok", f"{top_k} must be in 1..num_experts ({experts})")
+        layers = frozenset(range(num_layers))
+        if dense_possible:
+            dense, step = cfg.get("mlp_only_layers"), cfg.get("decoder_sparse_step")
+            dense, step = [] if dense is None else dense, 1 if step is None else step  # transformers' defaults
+            if not isinstance(dense, list | tuple) or not all(isinstance(n, int) and 0 <= n < num_layers for n in dense):
+                raise _config_error("mlp_only_layers", f"expected layer indices in 0..{num_layers - 1}, got {dense!r}")
+            if not isinstance(step, int) or step < 1:
+                raise _config_error("decoder_sparse_step", f"expected a positive integer, got {step!r}")
+            layers = frozenset(n for n in layers if n not in dense and (n + 1) % step == 0)
+        return cls(layers=layers, num_experts=experts, top_k=top_k, intermediate_size=_field(cfg, "moe_intermediate_size"),
+                   shared_intermediate_size=_field(cfg, "shared_expert_intermediate_size") if shared else 0,
+                   norm_topk_prob=True if norm_default is None else bool(cfg.get("norm_topk_prob", norm_default)))
 
 
 @dataclass(frozen=True)
@@ -74,24 +148,22 @@ class TextSpec:
     linear_key_head_dim: int = 0
     linear_value_head_dim: int = 0
     linear_conv_kernel_dim: int = 0
+    moe: MoeSpec | None = None
+
+    def sparse(self, layer: int) -> bool:
+        """Whether ``layer``'s feed-forward block is the sparse MoE block (else the dense MLP)."""
+        return self.moe is not None and layer in self.moe.layers
 
     @classmethod
     def from_config(cls, config: Mapping) -> TextSpec:
         cfg = config.get("text_config") or config
-        family = FAMILIES.get(cfg.get("model_type", "")) or next(
-            (ARCHITECTURES[a] for a in config.get("architectures") or () if a in ARCHITECTURES), None)
+        family, moe_kind = FAMILIES.get(cfg.get("model_type", "")) or next(
+            (ARCHITECTURES[a] for a in config.get("architectures") or () if a in ARCHITECTURES), (None, None))
         if family is None:
-            raise _config_error("model_type", f"golden forward supports Qwen3 and Qwen3.5 text, not "
-                                f"{cfg.get('model_type')!r} / {config.get('architectures')!r}")
+            raise _config_error("model_type", f"golden forward supports Qwen3, Qwen3.5, Qwen3-MoE, Qwen3.5-MoE and "
+                                f"Qwen3-Next text, not {cfg.get('model_type')!r} / {config.get('architectures')!r}")
 
-        def need(field: str, kind: type = int):
-            if field not in cfg or cfg[field] is None:
-                raise _config_error(field, "required field missing")
-            try:
-                return kind(cfg[field])
-            except (TypeError, ValueError):
-                raise _config_error(field, f"expected {kind.__name__}, got {cfg[field]!r}") from None
-
+        need = functools.partial(_field, cfg)
         rope = cfg.get("rope_parameters") or {}
         theta = rope.get("rope_theta", cfg.get("rope_theta"))
         if theta is None:
@@ -110,9 +182,11 @@ class TextSpec:
             layer_types = tuple("full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(layers))
         if len(layer_types) != layers or set(layer_types) - {"full_attention", "linear_attention"}:
             raise _config_error("layer_types", f"expected {layers} of full_attention/linear_attention")
+        moe = MoeSpec.from_config(cfg, moe_kind, layers) if moe_kind else None
+        dense = moe is None or len(moe.layers) < layers
         spec = cls(
-            family=family, vocab_size=need("vocab_size"), hidden_size=need("hidden_size"),
-            intermediate_size=need("intermediate_size"), layer_types=layer_types, num_heads=heads,
+            family=family, vocab_size=need("vocab_size"), hidden_size=need("hidden_size"), moe=moe,
+            intermediate_size=need("intermediate_size") if dense else 0, layer_types=layer_types, num_heads=heads,
             num_kv_heads=need("num_key_value_heads"), head_dim=head_dim, rms_norm_eps=need("rms_norm_eps", float),
             rope_theta=float(theta), rotary_dim=int(head_dim * partial),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", config.get("tie_word_embeddings", False))),
@@ -230,6 +304,31 @@ def swiglu_mlp(x: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray
     return (silu(x @ gate.T) * (x @ up.T)) @ down.T
 
 
+def route(logits: np.ndarray, top_k: int, normalise: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(experts ``[T, k]``, weights ``[T, k]``): softmax over the router logits ``[T, E]``, the ``k`` most probable
+    experts in descending order (ties: lower index first), their probabilities renormalised when ``normalise``."""
+    probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    experts = np.argsort(-probs, axis=-1, kind="stable")[:, :top_k]
+    weights = np.take_along_axis(probs, experts, axis=-1)
+    return experts, (weights / weights.sum(axis=-1, keepdims=True) if normalise else weights)
+
+
+def sparse_moe(x: np.ndarray, p: Callable[[str], np.ndarray], prefix: str, moe: MoeSpec) -> np.ndarray:
+    """The sparse MoE block of ``x [T, H]``; ``p(name)`` gives ``{prefix}router``, ``{prefix}experts/{e}/*``, … ."""
+    experts, weights = route(x @ p(prefix + "router").T, moe.top_k, moe.norm_topk_prob)
+    out = np.zeros_like(x)
+    for e in np.unique(experts):  # only routed experts are read; a token takes each expert at most once
+        tokens, slot = np.nonzero(experts == e)
+        w = f"{prefix}experts/{e}/"
+        out[tokens] += weights[tokens, slot][:, None] * swiglu_mlp(x[tokens], p(w + "gate"), p(w + "up"), p(w + "down"))
+    if moe.shared_intermediate_size:
+        s = prefix + "shared_expert/"
+        shared = swiglu_mlp(x, p(s + "gate"), p(s + "up"), p(s + "down"))
+        out += sigmoid(x @ p(prefix + "shared_expert_gate").T) * shared
+    return out
+
+
 # ---- the model -------------------------------------------------------------------------------------
 
 def parameter_shapes(spec: TextSpec) -> dict[str, tuple[int, ...]]:
@@ -241,8 +340,11 @@ def parameter_shapes(spec: TextSpec) -> dict[str, tuple[int, ...]]:
         shapes["text/output_head"] = (v, h)
     for layer, kind in enumerate(spec.layer_types):
         p = f"text/layers/{layer}"
-        shapes |= {f"{p}/input_norm": (h,), f"{p}/post_attention_norm": (h,), f"{p}/mlp/gate": (i, h),
-                   f"{p}/mlp/up": (i, h), f"{p}/mlp/down": (h, i)}
+        shapes |= {f"{p}/input_norm": (h,), f"{p}/post_attention_norm": (h,)}
+        if spec.sparse(layer):
+            shapes |= moe_shapes(spec, f"{p}/moe")
+        else:
+            shapes |= {f"{p}/mlp/gate": (i, h), f"{p}/mlp/up": (i, h), f"{p}/mlp/down": (h, i)}
         if kind == "full_attention":
             a = f"{p}/attention"
             shapes |= {f"{a}/query": (nh * hd, h), f"{a}/key": (nkv * hd, h), f"{a}/value": (nkv * hd, h),
@@ -257,6 +359,20 @@ def parameter_shapes(spec: TextSpec) -> dict[str, tuple[int, ...]]:
                        f"{g}/b": (hv, h), f"{g}/a": (hv, h), f"{g}/conv1d": (2 * kd + vd, spec.linear_conv_kernel_dim),
                        f"{g}/dt_bias": (hv,), f"{g}/a_log": (hv,), f"{g}/norm": (spec.linear_value_head_dim,),
                        f"{g}/output": (h, vd)}
+    return shapes
+
+
+def moe_shapes(spec: TextSpec, prefix: str) -> dict[str, tuple[int, ...]]:
+    """The parameters of one sparse block under ``prefix`` (``text/layers/{l}/moe``) with their shapes."""
+    h, moe = spec.hidden_size, spec.moe
+    i, si = moe.intermediate_size, moe.shared_intermediate_size
+    shapes = {f"{prefix}/router": (moe.num_experts, h)}
+    for e in range(moe.num_experts):
+        shapes |= {f"{prefix}/experts/{e}/gate": (i, h), f"{prefix}/experts/{e}/up": (i, h),
+                   f"{prefix}/experts/{e}/down": (h, i)}
+    if si:
+        shapes |= {f"{prefix}/shared_expert/gate": (si, h), f"{prefix}/shared_expert/up": (si, h),
+                   f"{prefix}/shared_expert/down": (h, si), f"{prefix}/shared_expert_gate": (1, h)}
     return shapes
 
 
@@ -309,7 +425,10 @@ def forward(config: Mapping, params: Mapping[str, np.ndarray], tokens: Sequence[
         else:
             h = h + gated_delta_net(x, p.leaves(pre + "gdn/"), spec)
         x = rms_norm(h, p(pre + "post_attention_norm"), eps, zero_centred=zc)
-        h = h + swiglu_mlp(x, p(pre + "mlp/gate"), p(pre + "mlp/up"), p(pre + "mlp/down"))
+        if spec.sparse(layer):
+            h = h + sparse_moe(x, p, pre + "moe/", spec.moe)
+        else:
+            h = h + swiglu_mlp(x, p(pre + "mlp/gate"), p(pre + "mlp/up"), p(pre + "mlp/down"))
     h = rms_norm(h, p("text/final_norm"), eps, zero_centred=zc)
     head = p.raw("text/output_head")
     logits = np.empty((ids.size, spec.vocab_size), dtype=p.dtype)

@@ -1,7 +1,7 @@
 """The logical-parameter contract of the text component, from an artifact's config alone.
 
 Used when no source is given (``convert validate``, ``convert verify`` without ``--source``): which
-parameters a Qwen3 / Qwen3.5 text model must bind, with which shapes, and the use input of each
+parameters a Qwen3 / Qwen3.5 text model, dense or MoE (Qwen3-MoE, Qwen3.5-MoE, Qwen3-Next), must bind, with which shapes, and the use input of each
 (helper-brief "Contract: logical parameter names, inputs, config"). Shapes come from
 :func:`converters.golden.parameter_shapes`, the forward pass's own statement of what it reads, so the
 coverage check and the golden gate agree on one list. With a source, the mapping's bound parameters are
@@ -13,6 +13,7 @@ the order probes of ``verify`` gate 5.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -31,6 +32,11 @@ LAYER_INPUTS = {
     "mlp/gate": "mlp_input",
     "mlp/up": "mlp_input",
     "mlp/down": "mlp/product",
+    # sparse MoE blocks (mappings/qwen3_moe.yaml, qwen35_moe.yaml, qwen3_next.yaml); {e} = the expert index
+    **dict.fromkeys(("moe/router", "moe/experts/{e}/gate", "moe/experts/{e}/up", "moe/shared_expert/gate",
+                     "moe/shared_expert/up", "moe/shared_expert_gate"), "mlp_input"),
+    "moe/experts/{e}/down": "moe/experts/{e}/product",
+    "moe/shared_expert/down": "moe/shared_expert/product",
 }
 GLOBAL_INPUTS = {"text/output_head": "text/final_hidden"}
 #: components whose layers have the text config's head geometry (an MTP layer is a text decoder layer)
@@ -65,8 +71,11 @@ def use_input(name: str) -> str | None:
     if layer is None:
         return None
     suffix = name.split("/", 3)[3]
-    inp = LAYER_INPUTS.get(suffix)
-    return f"text/layers/{layer}/{inp}" if inp else None
+    expert = re.fullmatch(r"moe/experts/(\d+)/(gate|up|down)", suffix)
+    inp = LAYER_INPUTS.get(f"moe/experts/{{e}}/{expert[2]}" if expert else suffix)
+    if inp is None:
+        return None
+    return f"text/layers/{layer}/" + (inp.replace("{e}", expert[1]) if expert else inp)
 
 
 def text_spec(config: Mapping) -> TextSpec:
@@ -124,6 +133,6 @@ def heads(name: str, spec: TextSpec) -> tuple[int, list[tuple[int, int]]] | None
 
 
 def unsupported_family(exc: ConverterError) -> bool:
-    """Whether a config error says the contract does not cover the model family (MoE, …), rather than that a
+    """Whether a config error says the contract does not cover the model family (Llama, …), rather than that a
     field of a covered family is missing: coverage is then unchecked (INFO), not an invalid config."""
     return exc.json_path == "config.model_type"
