@@ -23,6 +23,9 @@ demo: setup
 bench: setup
 	$(BIN)/python -m bench
 
+regress: setup
+	$(BIN)/convert regress
+
 fuzz: setup
 	$(BIN)/python -m pytest -m slow tests
 
