@@ -13,16 +13,18 @@ mappings — and the two value oracles the gates build on.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 
 import numpy as np
 
 from converters import architectures
 from converters import transforms as T
+from converters.components import Context, open_inputs, parse_components, resolve_components
 from converters.config_normalize import explain_text_config
+from converters.hadamard import logical_values
 from converters.mapping import BoundModel, BoundParameter, bind, load_mapping_for
-from converters.rows import TensorRows
+from converters.rows import open_rows
 from converters.sources import open_source
 
 
@@ -38,6 +40,7 @@ class Model:
     args: object
     bound: BoundModel
     components: tuple[str, ...]
+    component_records: dict = field(default_factory=dict)  # component id → converters.components.Component
 
     @property
     def source(self):
@@ -57,27 +60,31 @@ class Model:
 def open_model(path_or_source, *, components: Iterable[str] = ("text",), inputs: dict | None = None) -> Model:
     """Open ``path_or_source`` (GGUF file, HF directory, or an open Source) and bind its mappings.
 
-    ``inputs`` adds further named inputs (``{"mmproj": path}``) that component mappings read."""
+    ``components``: ``text`` plus any of ``mtp``, ``vision``, ``dflash``, ``dflash2`` (:mod:`converters.components`;
+    one the inputs do not provide is an error naming it). ``inputs``: further inputs component mappings
+    read — ``{"mmproj": path, "drafter": path or [paths]}``."""
     owned = not hasattr(path_or_source, "tensors")
     source = open_source(path_or_source) if owned else path_or_source
     sources = {"main": source}
+    opened: list = []
     try:
-        for name, p in (inputs or {}).items():
-            sources[name] = open_source(p) if not hasattr(p, "tensors") else p
+        sources.update(open_inputs(inputs, opened))
         normalized = explain_text_config(source)
         config = normalized.config
         gguf_arch = source.metadata.get("general.architecture") if source.kind == "gguf" else None
-        arch = architectures.for_config(config, gguf_architecture=gguf_arch, file=str(source.path))
+        arch = architectures.for_config(config, gguf_architecture=gguf_arch, file=str(source.path), source=source)
         args = arch.Args.from_config(config, file=str(source.path))
-        components = tuple(dict.fromkeys(components))
-        mappings = [load_mapping_for(arch.NAME, c) for c in components]
-        bound = bind(mappings, args, sources, components=components)
+        components = parse_components(components)
+        records = resolve_components(Context(arch, config, sources), components)
+        mappings = [load_mapping_for(arch.NAME, "text")] + [c.mapping for c in records]
+        bound = bind(mappings, args, sources, components=components,
+                     component_args={c.id: c.args for c in records})
     except BaseException:
-        if owned:
-            for s in sources.values():
-                s.close()
+        for s in opened + ([source] if owned else []):
+            s.close()
         raise
-    return Model(sources, config, dict(normalized.evidence), normalized.rules_file, arch, args, bound, components)
+    return Model(sources, config, dict(normalized.evidence), normalized.rules_file, arch, args, bound, components,
+                 {c.id: c for c in records})
 
 
 def parameter_values(sources: dict, p: BoundParameter, bound: BoundModel | None = None) -> np.ndarray:
@@ -87,18 +94,23 @@ def parameter_values(sources: dict, p: BoundParameter, bound: BoundModel | None 
             raise ValueError(f"{p.name} is tied to {p.tied_to}; pass the BoundModel")
         return parameter_values(sources, bound.parameter(p.tied_to), bound)
     chain = p.source.chain
-    rows = TensorRows(sources[p.source.input], p.source.tensor)
-    return chain.apply(rows.floats(chain.row_ids(0, chain.n_rows))).reshape(p.shape)
+    source = sources[p.source.input]
+    rows = open_rows(sources, p.source)
+    values = chain.apply(rows.floats(chain.row_ids(0, chain.n_rows)))
+    return logical_values(source, p.source.tensor, values).reshape(p.shape)  # a rotated source: un-rotated
 
 
-def expected_parameters(source, *, names: Iterable[str] | None = None,
-                        components: Iterable[str] = ("text",)) -> Iterator[tuple[str, np.ndarray]]:
+def expected_parameters(source, *, names: Iterable[str] | None = None, components: Iterable[str] = ("text",),
+                        inputs: dict | None = None) -> Iterator[tuple[str, np.ndarray]]:
     """``(logical name, float32 values)`` of a source after the mapped transforms, in mapping order.
 
-    ``source``: a path or an open :class:`~converters.sources.Source`; ``names``: restrict to these.
-    Values are the HF parameters (norms un-shifted, ``A_log``, grouped V heads, query and gate split),
-    computed in float64 and rounded once to float32. One parameter is decoded at a time."""
-    model = open_model(source, components=components)
+    ``source``: a path or an open :class:`~converters.sources.Source`; ``names``: restrict to these;
+    ``components`` / ``inputs`` as for :func:`open_model` (``mtp/...``, ``vision/...`` names; a tied
+    parameter such as ``mtp/output_head`` yields its target's values).
+    Values are the HF parameters (norms un-shifted, ``A_log``, grouped V heads, query and gate split, a
+    Hadamard-rotated source un-rotated: :mod:`converters.hadamard`), computed in float64 and rounded once
+    to float32. One parameter is decoded at a time."""
+    model = open_model(source, components=components, inputs=inputs)
     wanted = None if names is None else set(names)
     try:
         for p in model.bound.parameters:

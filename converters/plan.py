@@ -25,10 +25,10 @@ import numpy as np
 
 from converters import transforms as T
 from converters.errors import ConversionError, RecipeError
-from converters.hadamard import FORWARD, INVERSE, SIGNS_OBJECT, WIDTHS_OBJECT, SourceRotation, read_rotation
 from converters.expert_bank import plan_bank
+from converters.hadamard import FORWARD, INVERSE, SIGNS_OBJECT, WIDTHS_OBJECT, SourceRotation, read_rotation
 from converters.mapping.binder import BoundModel, BoundParameter, BoundSource
-from converters.recipes import EXACT, GroupSpec, Recipe, RoleSpec
+from converters.recipes import EXACT, REFUSE, GroupSpec, Recipe, RoleSpec
 from converters.rows import storage_of
 from ninfer_core import codecs
 from ninfer_core.errors import EncodingError
@@ -207,7 +207,7 @@ class _Planner:
     # -- objects ---------------------------------------------------------------------------------
 
     def tensors(self, params: list[BoundParameter]) -> list[PlannedTensor]:
-        own = [p for p in params if p.source is not None]
+        own = [p for p in params if p.source is not None and not self.role(p).same_as]
         banks: dict[str, list[BoundParameter]] = {}  # expert banks come from the mapping, not the recipe
         for p in own:
             if p.bank is not None:
@@ -280,10 +280,24 @@ class _Planner:
         if len(hadamard) != 1:
             raise ConversionError(f"group {oid}: members disagree on Hadamard rotation", file=self.recipe.file,
                                   rule="group_hadamard")
-        pieces, start = [], 0
-        for p in members:
-            pieces.append(self.piece(p, fmt, start, hadamard=next(iter(hadamard))))
-            start += p.shape[0]
+        rot = next(iter(hadamard))
+
+        def make(f: str) -> list[Piece]:
+            out, start = [], 0
+            for p in members:
+                out.append(self.piece(p, f, start, hadamard=rot))
+                start += p.shape[0]
+            return out
+
+        pieces = make(fmt)
+        inexact = [pc for pc in pieces if pc.method == "encode"]
+        if inexact and spec.when_inexact is not None:
+            p = next(m for m in members if m.name == inexact[0].parameter)
+            if spec.when_inexact == REFUSE:
+                raise self.refusal(p, fmt, f"group {spec.key}")
+            notes.append(f"{p.name}: {self.why_not_exact(p, fmt)}; when_inexact: {spec.when_inexact}")
+            fmt, divisors = self.fit(oid, spec.when_inexact, None, shape, 1, notes)
+            pieces = make(fmt)
         return self.tensor(oid, shape, fmt, divisors, pieces, spec.encoder, members, notes)
 
     def single_object(self, p: BoundParameter) -> PlannedTensor:
@@ -295,6 +309,12 @@ class _Planner:
         else:
             fmt, divisors = self.fit(p.name, spec.format, spec.fallback, p.shape, 1, notes)
             piece = self.piece(p, fmt, 0, hadamard=self.rotation(p, spec))
+            if piece.method == "encode" and spec.when_inexact is not None:
+                if spec.when_inexact == REFUSE:
+                    raise self.refusal(p, fmt, f"role {spec.pattern}")
+                notes.append(f"{self.why_not_exact(p, fmt)}; when_inexact: {spec.when_inexact}")
+                fmt, divisors = self.fit(p.name, spec.when_inexact, None, p.shape, 1, notes)
+                piece = self.piece(p, fmt, 0, hadamard=self.rotation(p, spec))
         return self.tensor(p.name, p.shape, fmt, divisors, [piece], spec.encoder, [p], notes)
 
     def tensor(self, oid, shape, fmt, divisors, pieces, encoder, members, notes) -> PlannedTensor:
@@ -325,12 +345,78 @@ class _Planner:
         st = storage_of(t)
         kind = st.ggml_type or st.dtype
         chain = src.chain
-        raw_ok = (not chain.values and hadamard is None and st.row_bytes is not None
-                  and _columns_move_whole(chain.columns, st.block))
+        mode = self.source_mode(p, hadamard)
+        groups = _column_groups(chain.columns, st.block, fmt, kind)
+        raw_ok = (not chain.values and hadamard is None and mode != INVERSE and st.row_bytes is not None
+                  and (_columns_move_whole(chain.columns, st.block) or groups is not None))
         if raw_ok and self.recipe.exact_transcoding == "prefer" and (kind, fmt) in codecs.TRANSCODES:
             label = codecs.TRANSCODES[(kind, fmt)].exactness.replace("_", "-")
-            return Piece(p.name, row_start, _rows(p.shape), src, kind, "transcode", label, hadamard)
-        return Piece(p.name, row_start, _rows(p.shape), src, kind, "encode", "requantized", hadamard)
+            regroup = None if _columns_move_whole(chain.columns, st.block) else groups
+            return Piece(p.name, row_start, _rows(p.shape), src, kind, "transcode", label, hadamard,
+                         source_hadamard=mode, column_groups=regroup)
+        return Piece(p.name, row_start, _rows(p.shape), src, kind, "encode", "requantized", hadamard,
+                     source_hadamard=mode)
+
+    def source_mode(self, p: BoundParameter, hadamard: int | None) -> str | None:
+        """How the source stores ``p`` (:mod:`converters.hadamard`): ``forward``, ``inverse`` or None.
+
+        A rotated tensor's input columns cannot be permuted (the rotation mixes them), value transforms
+        would act on rotated values, and the recipe cannot rotate it a second time: each is refused."""
+        src = p.source
+        rot = read_rotation(self.sources[src.input])
+        mode = rot.mode(src.tensor) if rot is not None else None
+        if mode is None:
+            return None
+        problem = None
+        if hadamard is not None:
+            problem = f"the recipe rotates role {p.role} as well (hadamard: true)"
+        elif src.chain.columns is not None:
+            problem = "the mapping permutes its input columns, which the rotation mixes"
+        elif src.chain.values:
+            problem = f"the mapping applies value transforms ({', '.join(src.chain.steps)}) to rotated values"
+        elif mode == FORWARD and p.input is None:
+            problem = "the parameter has no use to carry hadamard_signs"
+        if problem:
+            raise ConversionError(f"{p.name}: {src.tensor} is stored Hadamard-rotated (prism.hadamard.{'weight_names' if mode == FORWARD else 'inverse_weight_names'}), "
+                                  f"but {problem}", file=rot.file, rule="hadamard_source")
+        if mode == FORWARD:
+            if self.source_rotation is not None and self.source_rotation is not rot:
+                raise ConversionError(f"{p.name}: two inputs carry their own Hadamard sign tables; one "
+                                      f"{SIGNS_OBJECT} cannot hold both", file=rot.file, rule="hadamard_source")
+            self.source_rotation = rot
+        return mode
+
+    def why_not_exact(self, p: BoundParameter, fmt: str) -> str:
+        """Why ``p`` cannot be transcoded exactly into ``fmt`` (for notes and refusals)."""
+        src = p.source
+        st = storage_of(self.sources[src.input].tensor(src.tensor))
+        kind = st.ggml_type or st.dtype
+        chain = src.chain
+        rot = read_rotation(self.sources[src.input])
+        if rot is not None and rot.mode(src.tensor) == INVERSE:
+            return f"{src.tensor} is stored rotated and looked up, so it is un-rotated here (not {kind} any more)"
+        if chain.values:
+            return f"value transforms {', '.join(chain.steps)} change its {kind} values"
+        if (kind, fmt) not in codecs.TRANSCODES:
+            try:
+                targets = ", ".join(sorted(codecs.exact_targets(kind))) or "none"
+            except EncodingError:
+                targets = "none"
+            return f"{kind} has no exact path into {fmt} (its exact targets: {targets})"
+        if self.recipe.exact_transcoding != "prefer":
+            return f"recipe {self.recipe.name} sets exact_transcoding: {self.recipe.exact_transcoding}"
+        if st.row_bytes is None:
+            return f"its rows are not whole {kind} blocks"
+        if not _columns_move_whole(chain.columns, st.block):
+            return (f"the mapping moves its input columns in pieces that split {kind} blocks of {st.block} and "
+                    f"{fmt} groups of {getattr(codecs.FORMATS[fmt], 'group', '?')}")
+        return "the recipe rotates it"
+
+    def refusal(self, p: BoundParameter, fmt: str, where: str) -> ConversionError:
+        return ConversionError(f"{p.name}: {p.source.tensor} cannot be transcoded exactly into {fmt}: "
+                               f"{self.why_not_exact(p, fmt)}; recipe {self.recipe.name} ({where}) sets "
+                               "when_inexact: refuse, so it is not requantized", file=self.recipe.file,
+                               rule="inexact_refused")
 
     def exact_piece(self, p: BoundParameter) -> tuple[str, Piece]:
         """``format: exact``: the best exact representation of the source tensor (see recipes)."""
@@ -340,8 +426,9 @@ class _Planner:
         kind = st.ggml_type or st.dtype
         chain = src.chain
         rows = _rows(p.shape)
-        if chain.values:
-            return "fp32", Piece(p.name, 0, rows, src, kind, "encode", "requantized")
+        mode = self.source_mode(p, None)
+        if chain.values or mode == INVERSE:
+            return "fp32", Piece(p.name, 0, rows, src, kind, "encode", "requantized", source_hadamard=mode)
         try:
             targets = codecs.exact_targets(kind)
         except EncodingError:
@@ -349,7 +436,8 @@ class _Planner:
         moves_whole = _columns_move_whole(chain.columns, st.block)
         ranked = sorted(targets.items(), key=lambda kv: (kv[0].startswith("gguf_"), kv[1] != "bit_exact", kv[0]))
         for fmt, label in ranked:
-            if not moves_whole and not fmt.startswith("gguf_"):
+            groups = None if moves_whole or fmt.startswith("gguf_") else _column_groups(chain.columns, st.block, fmt, kind)
+            if not moves_whole and not fmt.startswith("gguf_") and groups is None:
                 continue
             try:
                 codecs.validate_combination(fmt, codecs.FORMATS[fmt].layout, p.shape, 1)
@@ -358,21 +446,42 @@ class _Planner:
             if st.row_bytes is None and chain.rows is not None:
                 continue
             deferred = None
-            if not moves_whole:
+            if not moves_whole and groups is None:
                 if p.input is None:
                     continue
                 deferred = np.argsort(chain.columns).astype(np.int32)
-            return fmt, Piece(p.name, 0, rows, src, kind, "transcode", label.replace("_", "-"), None, deferred)
+            return fmt, Piece(p.name, 0, rows, src, kind, "transcode", label.replace("_", "-"), None, deferred,
+                              source_hadamard=mode, column_groups=groups)
         raise ConversionError(f"{p.name}: {src.tensor} ({kind}) has no exact representation for shape "
                               f"{list(p.shape)} (exact targets: {', '.join(targets) or 'none'})",
                               file=self.recipe.file, rule="no_exact_representation")
 
     # -- bindings, uses, auxiliaries ---------------------------------------------------------------
 
+    def shared_with(self, p: BoundParameter, params: list[BoundParameter]) -> str | None:
+        """The parameter whose parts ``p`` binds when its role is ``same_as`` another (container §12.5):
+        the one of that role in the same scope, read from the same tensor through the same transforms."""
+        spec = self.role(p) if p.source is not None else None
+        if spec is None or not spec.same_as:
+            return None
+        scope = p.name.rsplit("/", 1)[0]
+        found = [q for q in params if q.role == spec.same_as and q.name.rsplit("/", 1)[0] == scope]
+        if len(found) != 1:
+            raise ConversionError(f"{p.name}: recipe role {p.role} is same_as {spec.same_as}, but its scope {scope} "
+                                  f"has {len(found)} parameters of that role", file=self.recipe.file,
+                                  rule="same_as_target")
+        q = found[0]
+        if q.source is None or (q.source.input, q.source.tensors, q.source.chain.steps) != (
+                p.source.input, p.source.tensors, p.source.chain.steps):
+            raise ConversionError(f"{p.name} cannot share {q.name}'s representation: it reads "
+                                  f"{p.source.tensor} ({', '.join(p.source.chain.steps) or 'as is'}), not the same "
+                                  "trained tensor", file=self.recipe.file, rule="same_as_source")
+        return q.tied_to or q.name
+
     def bind_and_use(self, params: list[BoundParameter]) -> None:
         by_id = {o.id: o for o in self.objects}
         for p in params:
-            target = p.tied_to or p.name
+            target = p.tied_to or self.shared_with(p, params) or p.name
             if target not in self.placement:
                 raise ConversionError(f"{p.name} ({'tied to ' + target if p.tied_to else 'own object'}) has no "
                                       "object in this plan", rule="binding_missing")
@@ -391,6 +500,8 @@ class _Planner:
             aux = {}
             if piece.hadamard_width is not None:
                 aux["hadamard_signs"] = self.signs_binding(piece.hadamard_width)
+            if piece.source_hadamard == FORWARD:
+                aux["hadamard_signs"] = self.source_signs_binding(p.shape[-1], p.source.tensor if p.source else target)
             if piece.deferred_columns is not None:
                 aux["input_columns"] = self.columns_binding(piece.deferred_columns, p.component)
             if spec.activation_input_divisor is not None:
@@ -399,6 +510,13 @@ class _Planner:
                 use["auxiliaries"] = aux
             self.uses.append(use)
         self.finish_literals()
+
+    def source_signs_binding(self, width: int, tensor: str) -> dict:
+        """The slice of the source's sign table for ``width`` (all widths are emitted, in metadata order)."""
+        rot = self.source_rotation
+        rot.signs_for(width, tensor=tensor)
+        off = rot.offset(width)
+        return {"parts": [{"object": SIGNS_OBJECT, "range": [off, off + width]}]}
 
     def signs_binding(self, width: int) -> dict:
         if width not in self.signs:
@@ -426,7 +544,22 @@ class _Planner:
         return {"parts": [{"object": oid, "range": [i, i + 1]}]}
 
     def finish_literals(self) -> None:
-        if self.signs:
+        if self.source_rotation is not None:
+            if self.signs:
+                raise ConversionError(f"recipe {self.recipe.name} rotates input widths {sorted(self.signs)} with seed "
+                                      f"{self.recipe.hadamard_seed}, but the source carries its own signs "
+                                      "(prism.hadamard); one sign table cannot hold both: use a recipe without "
+                                      "hadamard", file=self.recipe.file, rule="hadamard_source")
+            rot = self.source_rotation
+            n = len(rot.signs)
+            self.literals[SIGNS_OBJECT] = PlannedLiteral(
+                SIGNS_OBJECT, (n,), "bf16", "contiguous_le_v1", rot.signs, 2 * n, "text",
+                f"Hadamard signs read from the source's prism.hadamard.sign_values, widths {list(rot.widths)}")
+            ws = np.array(rot.widths, dtype=np.int32)
+            self.literals[WIDTHS_OBJECT] = PlannedLiteral(
+                WIDTHS_OBJECT, (len(ws),), "int32", "contiguous_le_v1", ws, 4 * len(ws), "text",
+                "input widths of text/hadamard_signs, in order (prism.hadamard.sign_widths)")
+        elif self.signs:
             widths = sorted(self.signs.values())
             seed = self.recipe.hadamard_seed
             signs = np.concatenate([T.hadamard_signs(w, seed) for _, w in widths]).astype(np.float32)
@@ -455,6 +588,19 @@ def _columns_move_whole(columns: np.ndarray | None, block: int) -> bool:
         return False
     blocks = columns.reshape(-1, block)
     return bool(np.all(blocks[:, 0] % block == 0) and np.all(blocks - blocks[:, :1] == np.arange(block)))
+
+
+def _column_groups(columns: np.ndarray | None, block: int, fmt: str, kind: str) -> int | None:
+    """The target group size ``G`` when ``columns`` split ``block``-element source blocks but move whole
+    ``G``-column groups of ``fmt`` and every group lies inside one source block (``block % G == 0``): the
+    rows are then transcoded in source column order and the groups — codes and their multiplier — moved
+    afterwards, which keeps the transcode exact (a TQ1_0 block of 256 feeds two t2 groups of 128)."""
+    if columns is None or (kind, fmt) not in codecs.TRANSCODES:
+        return None
+    g = getattr(codecs.FORMATS[fmt], "group", None)
+    if not g or g >= block or block % g or not _columns_move_whole(columns, g):
+        return None
+    return g
 
 
 def block_permutation(columns: np.ndarray, block: int) -> np.ndarray:

@@ -28,8 +28,9 @@ import numpy as np
 from converters import transforms as T
 from converters.errors import ConversionError
 from converters.expert_bank import stream_bank
+from converters.hadamard import INVERSE, read_rotation
 from converters.plan import Piece, PlannedLiteral, PlannedResource, PlannedTensor, block_permutation
-from converters.rows import TensorRows
+from converters.rows import TensorRows, open_rows
 from ninfer_core import codecs
 
 #: float32 bytes of one row block (encoders make a few temporaries of this size).
@@ -48,14 +49,26 @@ class ErrorStats:
     syy: float = 0.0
     max_abs: float = 0.0
     elements: int = 0
+    unrounded: ErrorStats | None = None  # against the float64 result of value transforms (see add_unrounded)
+
+    def add_unrounded(self, ref: np.ndarray, got: np.ndarray) -> None:
+        """Accumulate ``got`` against ``ref``, the float64 result of a value transform or an un-rotation
+        (:meth:`Producer.reference`), compared in float64: what the rounding to float32 before encoding
+        costs too (``A_log = log(-ssm_a)`` stored fp32 is exact against its float32 value, not against
+        the float64 one). Reported as ``against_float64``; the exactness label stays the encoder's."""
+        if self.unrounded is None:
+            self.unrounded = ErrorStats()
+        self.unrounded.add(ref, got)
 
     def add(self, ref: np.ndarray, got: np.ndarray) -> None:
         """Accumulate ``ref`` (what was encoded) against ``got`` (what decodes back).
 
         Dot products run in float32 over rows of :data:`STATS_ROW` elements (vectorized, no float64 copy
-        of the block) and are summed in float64, which keeps the relative error near 1e-7."""
-        r = np.ascontiguousarray(ref, dtype=np.float32).reshape(-1)
-        g = np.ascontiguousarray(got, dtype=np.float32).reshape(-1)
+        of the block) and are summed in float64, which keeps the relative error near 1e-7; a float64
+        ``ref`` is compared in float64."""
+        wide = np.asarray(ref).dtype == np.float64
+        r = np.ascontiguousarray(ref, dtype=np.float64 if wide else np.float32).reshape(-1)
+        g = np.ascontiguousarray(got, dtype=r.dtype).reshape(-1)
         if not r.size:
             return
         pad = -r.size % STATS_ROW
@@ -74,6 +87,10 @@ class ErrorStats:
         self.syy += other.syy
         self.max_abs = max(self.max_abs, other.max_abs)
         self.elements += other.elements
+        if other.unrounded is not None:
+            if self.unrounded is None:
+                self.unrounded = ErrorStats()
+            self.unrounded.merge(other.unrounded)
 
     @property
     def cosine(self) -> float:
@@ -89,8 +106,11 @@ class ErrorStats:
 
     def to_json(self) -> dict:
         rms = math.sqrt(max(self.sxx + self.syy - 2 * self.sxy, 0.0) / self.elements) if self.elements else 0.0
-        return {"cosine": round(self.cosine, 9), "max_abs": float(f"{self.max_abs:.6g}"),
-                "rms": float(f"{rms:.6g}"), "elements": self.elements}
+        out = {"cosine": round(self.cosine, 9), "max_abs": float(f"{self.max_abs:.6g}"),
+               "rms": float(f"{rms:.6g}"), "elements": self.elements}
+        if self.unrounded is not None:
+            out["against_float64"] = self.unrounded.to_json()
+        return out
 
 
 @dataclass
@@ -188,48 +208,101 @@ class Producer:
             yield self.encode_block(obj, 0, values, stats, divisors=obj.divisors)
             return
         width = max(1, int(np.prod(tail)) if tail else 1)
-        step = max(1, CHUNK_BYTES // (4 * width))
+        step = max(1, CHUNK_BYTES // (4 * width)) * axis0_rows(obj.shape)  # source rows, whole axis-0 rows
         for pc in obj.pieces:
-            rows = TensorRows(self.sources[pc.source.input], pc.source.tensor)
+            rows = open_rows(self.sources, pc.source)
             for a in range(0, pc.rows, step):
                 b = min(pc.rows, a + step)
                 if pc.method == "transcode":
                     yield self.transcode_block(obj, pc, rows, a, b)
                 else:
-                    yield self.encode_block(obj, pc.row_start + a, self.values(pc, obj, a, b, rows), stats)
+                    yield self.encode_block(obj, pc.row_start + a, self.values(pc, obj, a, b, rows), stats,
+                                            ref=self.reference(pc, a, b, rows))
 
     def values(self, pc: Piece, obj: PlannedTensor, a: int, b: int, rows: TensorRows | None = None) -> np.ndarray:
         """float32 values of member rows ``[a, b)`` after the chain (and the Hadamard rotation)."""
         if pc.method != "encode":
             raise ConversionError(f"{obj.id}: {obj.format} objects are encoded whole, but {pc.parameter} is a "
                                   "transcode piece", rule="whole_object_transcode")
-        rows = rows or TensorRows(self.sources[pc.source.input], pc.source.tensor)
+        rows = rows or open_rows(self.sources, pc.source)
         chain = pc.source.chain
         x = chain.apply(rows.floats(chain.row_ids(a, b)))
+        if pc.source_hadamard == INVERSE:  # the source stores it rotated; a lookup table is kept un-rotated
+            signs = read_rotation(self.sources[pc.source.input]).signs_for(x.shape[-1], tensor=pc.source.tensor)
+            x = T.hadamard_unrotate(x, signs).astype(np.float32)
         if pc.hadamard_width is not None:
             x = T.hadamard_rotate(x, self.signs(pc.hadamard_width)).astype(np.float32)
         return np.ascontiguousarray(x, dtype=np.float32)
 
+    def reference(self, pc: Piece, a: int, b: int, rows: TensorRows) -> np.ndarray | None:
+        """float64 values of member rows ``[a, b)`` when :meth:`values` rounded a float64 computation (value
+        transforms, an un-rotation) to float32 before encoding; else None (the float32 values are exact)."""
+        chain = pc.source.chain
+        if not chain.values and pc.source_hadamard != INVERSE:
+            return None
+        x = rows.floats(chain.row_ids(a, b))
+        if chain.columns is not None:
+            x = x[:, chain.columns]
+        x = np.asarray(x, dtype=np.float64)
+        for v in chain.values:
+            x = v(x)
+        if pc.source_hadamard == INVERSE:
+            signs = read_rotation(self.sources[pc.source.input]).signs_for(x.shape[-1], tensor=pc.source.tensor)
+            x = T.hadamard_unrotate(x, signs)
+        if pc.hadamard_width is not None:
+            x = T.hadamard_rotate(x, self.signs(pc.hadamard_width))
+        return x
+
     def encode_block(self, obj: PlannedTensor, r0: int, values: np.ndarray, stats: ErrorStats, *,
-                     divisors: int = 1) -> Block:
-        shape = (values.shape[0], *obj.shape[1:])
+                     divisors: int = 1, ref: np.ndarray | None = None) -> Block:
+        inner = axis0_rows(obj.shape)
+        r0, shape = r0 // inner, (values.shape[0] // inner, *obj.shape[1:])
         x = values.reshape(shape)
         data = codecs.encode(obj.format, obj.layout, x, encoder=obj.encoder, divisors=divisors)
-        stats.add(x, codecs.decode(obj.format, obj.layout, shape, data, divisors=divisors))
+        got = codecs.decode(obj.format, obj.layout, shape, data, divisors=divisors)
+        stats.add(x, got)
+        if ref is not None:
+            stats.add_unrounded(ref.reshape(shape), got)
         return Block(r0, r0 + shape[0], data, shape, divisors)
 
     def transcode_block(self, obj: PlannedTensor, pc: Piece, rows: TensorRows, a: int, b: int) -> Block:
         chain = pc.source.chain
         raw = rows.raw(chain.row_ids(a, b))
-        if chain.columns is not None and pc.deferred_columns is None:
+        if chain.columns is not None and pc.deferred_columns is None and pc.column_groups is None:
             st = rows.storage
             n = raw.shape[0]
             order = block_permutation(chain.columns, st.block)
             raw = raw.reshape(n, -1, st.block_bytes)[:, order].reshape(n, -1)
-        shape = (b - a, *obj.shape[1:])
+        inner = axis0_rows(obj.shape)
+        shape = ((b - a) // inner, *obj.shape[1:])
         data = codecs.transcode_ggml(pc.source_type, np.ascontiguousarray(raw), shape, obj.format,
                                      tensor=pc.source.tensor)
-        return Block(pc.row_start + a, pc.row_start + b, data, shape)
+        if pc.column_groups is not None:
+            data = permute_column_groups(obj.format, shape, data, block_permutation(chain.columns, pc.column_groups))
+        return Block((pc.row_start + a) // inner, (pc.row_start + b) // inner, data, shape)
+
+
+def axis0_rows(shape: tuple[int, ...]) -> int:
+    """Source rows (a chain's rows: all leading axes flattened, ``chain.py``) per codec row (axis 0): 1 for
+    rank ≤ 2; ``prod(shape[1:-1])`` for a rank-3+ object such as a Conv3d weight ``[N, C, T, p, p]``."""
+    return int(np.prod(shape[1:-1])) if len(shape) > 2 else 1
+
+
+def permute_column_groups(fmt: str, shape: tuple[int, int], data: bytes, order: np.ndarray) -> bytes:
+    """Move whole column groups of a ``row_split_k128_v1`` object: output group ``j`` of every row is input
+    group ``order[j]`` — its codes in every code plane and its multiplier (storage-layouts §1: each plane
+    is row-major with a fixed number of bytes per group). Padding groups stay where they are."""
+    n, _ = shape
+    codec = codecs.FORMATS[fmt]
+    per_group = {"low": codec.group * codec.low_bits // 8, "high": codec.group * codec.high_bits // 8, "scale": 2}
+    buf = np.frombuffer(data, dtype=np.uint8).copy()
+    moved = len(order)
+    for p in codecs.planes(fmt, codec.layout, shape):
+        width = per_group[p.name]
+        plane = buf[p.offset:p.offset + p.size].reshape(n, -1)
+        body = plane[:, : moved * width].reshape(n, moved, width)
+        plane[:, : moved * width] = body[:, order].reshape(n, -1)
+    return buf.tobytes()
 
 
 def _literal_dtype(fmt: str):

@@ -17,14 +17,26 @@ storage choice; it never names tensors. Fields:
                      optional ``encoder``, ``fallback`` (the format used when the shape does not allow
                      ``format``, e.g. nvfp4 needs N % 128 == 0 and K % 64 == 0; recorded in provenance),
                      ``activation_policy``, ``hadamard`` (store ``W·D·H``, storage-layouts §7; only
-                     where K % 1024 == 0, else recorded as not rotated) and ``activation_input_divisor``
-                     (a positive constant bound as the use's auxiliary, container §8).
+                     where K % 1024 == 0, else recorded as not rotated), ``activation_input_divisor``
+                     (a positive constant bound as the use's auxiliary, container §8) and
+                     ``when_inexact``: what happens to a tensor that cannot be transcoded exactly into
+                     ``format`` — absent: it is requantized into ``format`` (error measured); ``refuse``:
+                     the conversion stops before writing, naming the tensor and why; a format: that
+                     format is used instead (transcoded when exact, else requantized) — e.g. a ternary
+                     recipe keeps every ternary matrix bit for bit and refuses anything else.
+                     Or ``same_as: <role>`` (with at most ``activation_policy``): no object of its own —
+                     the parameter binds the same parts as the parameter of that role in the same scope,
+                     which must read the same source tensor through the same transforms (container
+                     §12.5: a DFlash ``attention/context_key`` sharing ``attention/key``'s representation;
+                     without ``same_as`` it is an object of its own, possibly in another format). Its use
+                     keeps its own activation policy.
                      The most specific entry wins: the exact role, then the longest pattern.
 ``groups``           group key (the object id under the members' common scope, e.g.
                      ``attention/query_key`` → ``text/layers/3/attention/query_key``) → ``members``
                      (roles, stacked by rows in this order; repeated parameters of one role, such as
                      experts, in mapping order), ``format``, optional ``encoder``, ``fallback``,
-                     ``divisors`` (``one`` | ``per_member``: nvfp4 weight divisors, container §5.1).
+                     ``divisors`` (``one`` | ``per_member``: nvfp4 weight divisors, container §5.1),
+                     ``when_inexact`` (as for roles, for the whole group).
                      Groups are tried in order; one forms in a scope only when all its member roles
                      are present there and none is already grouped. Expert banks are not recipe
                      groups: the mapping stacks a layer's experts (``bank``) and the role entry of the
@@ -51,6 +63,7 @@ from ninfer_core import codecs
 RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
 POLICIES = ("A16Only", "AllowA8", "AllowA4")
 EXACT = "exact"
+REFUSE = "refuse"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 ROLE_PATTERN_RE = re.compile(r"^(\*|[a-z0-9_]+(\.[a-z0-9_]+)*(\.\*)?)$")
 GROUP_KEY_RE = re.compile(r"^[a-z0-9_]+(/[a-z0-9_]+)+$")
@@ -67,11 +80,17 @@ class RoleSpec:
     activation_policy: str
     hadamard: bool
     activation_input_divisor: float | None
+    when_inexact: str | None = None
+    same_as: str | None = None  # bind the same parts as this role's parameter (then ``format`` is "")
 
     def to_json(self) -> dict:
+        if self.same_as:
+            return {"same_as": self.same_as, "activation_policy": self.activation_policy}
         out = {"format": self.format, "encoder": self.encoder, "activation_policy": self.activation_policy}
         if self.fallback:
             out["fallback"] = self.fallback
+        if self.when_inexact:
+            out["when_inexact"] = self.when_inexact
         if self.hadamard:
             out["hadamard"] = True
         if self.activation_input_divisor is not None:
@@ -87,12 +106,15 @@ class GroupSpec:
     encoder: str
     fallback: str | None
     divisors: str
+    when_inexact: str | None = None
 
     def to_json(self) -> dict:
         out = {"members": list(self.members), "format": self.format, "encoder": self.encoder,
                "divisors": self.divisors}
         if self.fallback:
             out["fallback"] = self.fallback
+        if self.when_inexact:
+            out["when_inexact"] = self.when_inexact
         return out
 
 
@@ -193,8 +215,9 @@ class _Validator:
     TOP = {"name": True, "description": True, "roles": True, "encoder": False, "activation_policy": False,
            "exact_transcoding": False, "hadamard_seed": False, "groups": False}
     ROLE = {"format": True, "encoder": False, "fallback": False, "activation_policy": False, "hadamard": False,
-            "activation_input_divisor": False}
-    GROUP = {"members": True, "format": True, "encoder": False, "fallback": False, "divisors": False}
+            "activation_input_divisor": False, "when_inexact": False, "same_as": False}
+    GROUP = {"members": True, "format": True, "encoder": False, "fallback": False, "divisors": False,
+             "when_inexact": False}
 
     def __init__(self, doc: Located, sha256: str, known_roles: frozenset[str]) -> None:
         self.doc, self.sha256, self.known = doc, sha256, known_roles
@@ -226,6 +249,16 @@ class _Validator:
             extra = " or 'exact'" if allow_exact else ""
             raise self.fail(path, f"unknown format {value!r} (a codec format{extra})", rule="unknown_format")
         return value
+
+    def when_inexact(self, spec: dict, path: tuple, fmt: str) -> str | None:
+        value = spec.get("when_inexact")
+        if value is None:
+            return None
+        if fmt == EXACT:
+            raise self.fail((*path, "when_inexact"), "'exact' never requantizes; when_inexact does not apply")
+        if value == REFUSE:
+            return value
+        return self.fmt(value, (*path, "when_inexact"), allow_exact=False)
 
     def recipe(self) -> Recipe:
         top = self.fields(self.doc.data, (), self.TOP, "the recipe")
@@ -261,6 +294,9 @@ class _Validator:
             if pattern != "*" and not any(r == pattern or (pattern.endswith(".*") and r.startswith(pattern[:-1]))
                                           for r in self.known):
                 raise self.fail(path, f"{pattern!r} matches no role of any mapping", rule="unknown_role")
+            if isinstance(spec, dict) and "same_as" in spec:
+                out.append(self.shared_role(pattern, spec, path, policy))
+                continue
             spec = self.fields(spec, path, self.ROLE, f"role {pattern}")
             fmt = self.fmt(spec["format"], (*path, "format"), allow_exact=True)
             fallback = spec.get("fallback")
@@ -284,8 +320,21 @@ class _Validator:
                 fallback=fallback,
                 activation_policy=self.choice(spec.get("activation_policy", policy), (*path, "activation_policy"),
                                               POLICIES, "activation_policy"),
-                hadamard=hadamard, activation_input_divisor=None if div is None else float(div)))
+                hadamard=hadamard, activation_input_divisor=None if div is None else float(div),
+                when_inexact=self.when_inexact(spec, path, fmt)))
         return tuple(out)
+
+    def shared_role(self, pattern: str, spec: dict, path: tuple, policy: str) -> RoleSpec:
+        """``{same_as: role, activation_policy?}``: a role bound to another role's representation."""
+        spec = self.fields(spec, path, {"same_as": True, "activation_policy": False}, f"role {pattern} (same_as)")
+        target = spec["same_as"]
+        if pattern.endswith("*") or target not in self.known or target == pattern:
+            raise self.fail((*path, "same_as"), f"same_as {target!r}: a role ({pattern}, not a pattern) shares the "
+                            "representation of another role of a mapping", rule="same_as")
+        return RoleSpec(pattern=pattern, format="", encoder="", fallback=None,
+                        activation_policy=self.choice(spec.get("activation_policy", policy),
+                                                      (*path, "activation_policy"), POLICIES, "activation_policy"),
+                        hadamard=False, activation_input_divisor=None, same_as=target)
 
     def groups(self, value, encoder: str) -> tuple[GroupSpec, ...]:
         if not isinstance(value, dict):
@@ -313,5 +362,5 @@ class _Validator:
             out.append(GroupSpec(key, tuple(members), fmt,
                                  self.choice(spec.get("encoder", encoder), (*path, "encoder"), codecs.ENCODERS,
                                              "encoder"),
-                                 fallback, divisors))
+                                 fallback, divisors, self.when_inexact(spec, path, fmt)))
         return tuple(out)

@@ -16,13 +16,21 @@ object the template has and the plan does not is
 Objects the plan produces that the template lacks are appended after the template's objects (seed 003
 §4 patch 2: the two Hadamard sign objects). With ``--only-layer`` nothing is borrowed: the result is
 the minimal artifact of that layer.
+
+An architecture may name prefixes it borrows even though it could produce them (``TEMPLATE_BORROWS``:
+Ternary Bonsai takes ``frontend/*`` from the template, seed 003 §3 — the original tokenizer files rather
+than ones rebuilt from GGUF metadata). A borrowed use that binds the same parts as a produced parameter
+whose use carries ``hadamard_signs`` gets the same signs: the template's MTP head reading the text head
+must rotate its input like the text head does (container §8).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
+from converters.architectures import module as architecture_module
 from converters.errors import ConversionError
 from converters.plan import Plan
 
@@ -81,8 +89,14 @@ def apply_template(plan: Plan, template) -> list:
     out, borrowed = [], []
     if plan.only_layer is not None:
         return list(plan.objects)
+    prefer = tuple(getattr(architecture_module(plan.bound.architecture), "TEMPLATE_BORROWS", ()))
     for rec in template.objects:
-        if rec.id in produced:
+        if rec.id in produced and rec.id.startswith(prefer) and rec.kind == produced[rec.id].kind:
+            del produced[rec.id]  # the architecture takes this one from the template (TEMPLATE_BORROWS)
+            b = BorrowedObject(rec.id, rec, template, rec.kind)
+            out.append(b)
+            borrowed.append(b)
+        elif rec.id in produced:
             obj = produced.pop(rec.id)
             tshape = getattr(rec, "shape", None)
             if rec.kind != obj.kind or (tshape is not None and tuple(tshape) != tuple(obj.shape)):
@@ -106,6 +120,10 @@ def apply_template(plan: Plan, template) -> list:
     return out
 
 
+def _key(binding) -> str:
+    return json.dumps(binding if isinstance(binding, dict) else binding.to_json(), sort_keys=True)
+
+
 def _refs(binding) -> set[str]:
     if binding.object is not None:
         return {binding.object}
@@ -117,11 +135,20 @@ def _borrow_directory(plan: Plan, template, present: set[str]) -> None:
         if name not in plan.bindings and _refs(b) <= present:
             plan.bindings[name] = b.to_json()
     have = {(u["parameter"], u["input"]) for u in plan.uses}
+    signs = {}  # binding (canonical JSON) of a produced parameter → its use's hadamard_signs
+    for u in plan.uses:
+        aux = u.get("auxiliaries", {})
+        if "hadamard_signs" in aux and u["parameter"] in plan.bindings:
+            signs[_key(plan.bindings[u["parameter"]])] = aux["hadamard_signs"]
     for u in template.uses:
         if (u.parameter, u.input) in have or u.parameter not in plan.bindings:
             continue
         if all(_refs(a) <= present for a in u.auxiliaries.values()):
-            plan.uses.append(u.to_json())
+            use = u.to_json()
+            rotated = signs.get(_key(plan.bindings[u.parameter]))
+            if rotated is not None:
+                use.setdefault("auxiliaries", {})["hadamard_signs"] = rotated
+            plan.uses.append(use)
     for cid, comp in template.components.items():
         if cid in plan.components:
             continue

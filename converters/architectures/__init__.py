@@ -10,9 +10,15 @@ Like mlx-lm's ``models/``, each module is small and exports the same names:
 - ``LAYER_KINDS`` — the layer kinds the mapping may name;
 - ``Args`` — a frozen dataclass named after the normalised config's HF fields; ``Args.from_config``
   refuses missing or mistyped fields (no invented defaults) and ``Args.layer_kinds()`` lists the kind
-  of every layer.
+  of every layer;
+- optionally ``detect(source) -> bool`` — a *layout variant* of another architecture (same config, other
+  tensor layout, e.g. ``bonsai``: a rotated ternary ``qwen35`` GGUF): tried before the config match.
 
 Adding an architecture = a module here plus its name in :data:`ARCHITECTURE_MODULES`.
+
+Component architectures (``qwen35_mtp``, ``qwen3_5_vision``, ``dflash``, ``dflash2``) follow the same
+pattern with empty ``HF_ARCHITECTURES`` / ``GGUF_ARCHITECTURES`` (they are never a checkpoint's text
+model) and a ``COMPONENT`` id; :mod:`converters.components` says which text architectures they attach to.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ from types import ModuleType
 
 from converters.errors import ConversionError
 
-ARCHITECTURE_MODULES: tuple[str, ...] = ("qwen3", "qwen35", "qwen3_moe", "qwen35_moe", "qwen3_next")
+ARCHITECTURE_MODULES: tuple[str, ...] = ("qwen3", "qwen35", "qwen3_moe", "qwen35_moe", "qwen3_next", "bonsai",
+                                         # component architectures (converters/components): no text of their own
+                                         "qwen35_mtp", "qwen3_5_vision", "dflash", "dflash2")
 
 
 def module(name: str) -> ModuleType:
@@ -33,9 +41,16 @@ def module(name: str) -> ModuleType:
     return importlib.import_module(f"converters.architectures.{name}")
 
 
-def for_config(config: dict, *, gguf_architecture: str | None = None, file: str | None = None) -> ModuleType:
+def for_config(config: dict, *, gguf_architecture: str | None = None, file: str | None = None,
+               source=None) -> ModuleType:
     """The architecture module of a normalised text config (``architectures[0]``), or of a GGUF
-    ``general.architecture`` when the config names none."""
+    ``general.architecture`` when the config names none; a layout variant whose ``detect(source)`` is
+    true comes first."""
+    if source is not None:
+        for name in ARCHITECTURE_MODULES:
+            detect = getattr(module(name), "detect", None)
+            if detect is not None and detect(source):
+                return module(name)
     archs = config.get("architectures") or []
     hf = archs[0] if archs and isinstance(archs[0], str) else None
     for name in ARCHITECTURE_MODULES:
