@@ -5,6 +5,8 @@ its float reference, and the t2/q2 planes against the source blocks' codes and m
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 
@@ -183,3 +185,28 @@ def test_existing_output_is_never_overwritten(files, converted):
     with pytest.raises(ArtifactExistsError):
         convert(files / "PTQ1_0.gguf", path, recipe="ternary")
     assert path.read_bytes() == before
+
+
+def test_norms_that_bf16_cannot_hold_are_measured(files, tmp_path):
+    """A trained model's norms are arbitrary F32 (the generator's are bf16-exact): patch one, convert, and
+    find ``w = g - 1`` rounded once to bf16 and its cosine in provenance (not bit-exact, seed 003 §3)."""
+    import ml_dtypes
+
+    from converters.sources import open_source
+
+    path = tmp_path / "norms.gguf"
+    shutil.copy(files / "PTQ1_0.gguf", path)
+    with open_source(path) as src:
+        t = src.tensors["blk.0.attn_norm.weight"]
+        offset, n = t.file_offset, t.elements
+    g = (1 + np.random.default_rng(5).normal(0, 0.05, n)).astype(np.float32)
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(g.tobytes())
+    result = convert(path, tmp_path / "n.ninfer", recipe="ternary", workers=1)
+    want = (g.astype(np.float64) - 1).astype(ml_dtypes.bfloat16).astype(np.float32)
+    with open_artifact(tmp_path / "n.ninfer") as art:
+        assert np.array_equal(logical_array(art, "text/layers/0/input_norm"), want)
+        err = art.provenance["objects"]["text/layers/0/input_norm"]
+        assert err["exactness"] == "requantized" and 0.9999 < err["measured_error"]["cosine"] < 1
+    assert result.summary()["worst_cosine"]["object"] == "text/layers/0/input_norm"

@@ -148,11 +148,16 @@ def print_summary(s: dict) -> None:
             ["objects", s["objects"]], ["total bytes", f"{s['total_bytes']:,}"],
             ["produced", f"{s['produced']['objects']} objects, {s['produced']['bytes']:,} bytes"],
             ["borrowed", f"{s['borrowed']['objects']} objects, {s['borrowed']['bytes']:,} bytes"]]
-    for p, e in sorted(s["borrowed"]["by_prefix"].items()):
-        rows.append([f"  borrowed {p}/", f"{e['objects']} objects, {e['bytes']:,} bytes"])
+    for what in ("produced", "borrowed"):
+        for p, e in sorted(s[what].get("by_prefix", {}).items()):
+            rows.append([f"  {what} {p}/", f"{e['objects']} objects, {e['bytes']:,} bytes"])
     for k in ("bit-exact", "value-exact", "requantized"):
         if k in s["exactness"]:
             rows.append([f"exactness {k}", s["exactness"][k]])
+    if "exactness_check" in s:  # ternary transcodes: codes and multipliers compared with the source blocks
+        c = s["exactness_check"]
+        rows.append(["ternary codes and multipliers", f"{'equal' if c['codes_and_multipliers_equal'] else 'DIFFER'} "
+                     f"({c['pieces']} pieces of {c['objects']} objects, {c['elements']:,} elements compared)"])
     if "worst_cosine" in s:
         w = s["worst_cosine"]
         rows.append(["worst cosine", f"{w['cosine']:.6f} ({w['object']}, max abs {w['max_abs']:g})"])
