@@ -27,13 +27,43 @@ from converters.errors import TransformError
 
 
 @dataclass(frozen=True)
+class RowRun:
+    """The row map of a chain whose output rows are one run of consecutive source rows (a picked expert of
+    a bank, a row slice): two integers instead of one int64 per row. An MoE model binds ~10^5 experts;
+    as index arrays (each a view keeping the whole bank's row map alive) their maps would grow with the
+    model. Indexes and converts (``np.asarray``) like the index array it stands for."""
+
+    start: int
+    length: int
+    ndim = 1
+    dtype = np.dtype(np.int64)
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (self.length,)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        return np.arange(self.start, self.start + self.length, dtype=dtype or np.int64)
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            a, b, step = key.indices(self.length)
+            if step == 1:
+                return RowRun(self.start + a, max(0, b - a))
+        return np.asarray(self)[key]
+
+
+@dataclass(frozen=True)
 class Chain:
     """Output ``shape``; ``rows[i]`` = source row of output row ``i`` (``None``: identity);
     ``columns[j]`` = source column of output column ``j`` (``None``: identity); ``values`` in order."""
 
     source_shape: tuple[int, ...]
     shape: tuple[int, ...]
-    rows: np.ndarray | None
+    rows: np.ndarray | RowRun | None
     columns: np.ndarray | None
     values: tuple[T.Transform, ...]
     steps: tuple[str, ...]
@@ -63,6 +93,8 @@ class Chain:
         if self.rows is None:
             return slice(start, stop)
         ids = self.rows[start:stop]
+        if isinstance(ids, RowRun):
+            return slice(ids.start, ids.start + ids.length)
         if len(ids) and ids[-1] - ids[0] == len(ids) - 1 and np.all(np.diff(ids) == 1):
             return slice(int(ids[0]), int(ids[-1]) + 1)
         return ids
@@ -120,6 +152,10 @@ def resolve_chain(source_shape: Sequence[int], steps: Sequence[tuple[str, dict[s
     shape = tuple(rowmap.shape) + ((len(colmap),) if rank >= 2 else ())
     flat = rowmap.reshape(-1)
     rows = None if (len(flat) == _rows_of(source_shape) and np.array_equal(flat, np.arange(len(flat)))) else flat
+    if rows is not None and len(flat) and flat[-1] - flat[0] == len(flat) - 1 and np.all(np.diff(flat) == 1):
+        rows = RowRun(int(flat[0]), len(flat))
+    elif rows is not None:
+        rows = flat.copy()  # not a view that keeps the whole source's row map alive
     cols = None if np.array_equal(colmap, np.arange(len(colmap))) and len(colmap) == (
         source_shape[-1] if rank >= 2 else 1) else colmap
     return Chain(source_shape, shape, rows, cols, tuple(values), tuple(described))
