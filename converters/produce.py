@@ -216,8 +216,9 @@ class Producer:
                 if pc.method == "transcode":
                     yield self.transcode_block(obj, pc, rows, a, b)
                 else:
-                    yield self.encode_block(obj, pc.row_start + a, self.values(pc, obj, a, b, rows), stats,
-                                            ref=self.reference(pc, a, b, rows))
+                    ref = self.reference(pc, a, b, rows)
+                    values = self.values(pc, obj, a, b, rows) if ref is None else ref.astype(np.float32)
+                    yield self.encode_block(obj, pc.row_start + a, values, stats, ref=ref)
 
     def values(self, pc: Piece, obj: PlannedTensor, a: int, b: int, rows: TensorRows | None = None) -> np.ndarray:
         """float32 values of member rows ``[a, b)`` after the chain (and the Hadamard rotation)."""
@@ -225,18 +226,20 @@ class Producer:
             raise ConversionError(f"{obj.id}: {obj.format} objects are encoded whole, but {pc.parameter} is a "
                                   "transcode piece", rule="whole_object_transcode")
         rows = rows or open_rows(self.sources, pc.source)
+        ref = self.reference(pc, a, b, rows)
+        if ref is not None:  # computed in float64, rounded once
+            return np.ascontiguousarray(ref, dtype=np.float32)
         chain = pc.source.chain
         x = chain.apply(rows.floats(chain.row_ids(a, b)))
-        if pc.source_hadamard == INVERSE:  # the source stores it rotated; a lookup table is kept un-rotated
-            signs = read_rotation(self.sources[pc.source.input]).signs_for(x.shape[-1], tensor=pc.source.tensor)
-            x = T.hadamard_unrotate(x, signs).astype(np.float32)
         if pc.hadamard_width is not None:
             x = T.hadamard_rotate(x, self.signs(pc.hadamard_width)).astype(np.float32)
         return np.ascontiguousarray(x, dtype=np.float32)
 
     def reference(self, pc: Piece, a: int, b: int, rows: TensorRows) -> np.ndarray | None:
-        """float64 values of member rows ``[a, b)`` when :meth:`values` rounded a float64 computation (value
-        transforms, an un-rotation) to float32 before encoding; else None (the float32 values are exact)."""
+        """float64 values of member rows ``[a, b)`` when they are computed — value transforms, the un-rotation of
+        a looked-up tensor the source stores rotated (:mod:`converters.hadamard`) — else None (the source's
+        float32 values are the values). :meth:`values` rounds them once to float32; the error statistics
+        also compare against them (``against_float64``)."""
         chain = pc.source.chain
         if not chain.values and pc.source_hadamard != INVERSE:
             return None
