@@ -21,7 +21,7 @@ demo: setup
 	$(BIN)/python -m converters.demo
 
 bench: setup
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 regress: setup
 	$(BIN)/convert regress

@@ -140,13 +140,15 @@ def encode(plan_path: str | Path, *, objects: Iterable[str] | None = None, shard
                 chunks = _borrowed_chunks(o) if isinstance(o, BorrowedObject) else c.producer.stream(o, stats)
                 if progress is not None:
                     chunks = _counted(oid, chunks, progress)
-                staged.write_object(oid, chunks, note=(lambda: {"stats": asdict(stats)}) if stats is not None else None)
+                staged.write_object(oid, chunks, note=(lambda: {"stats": asdict(stats)}) if stats is not None else None,
+                                    defer=True)
                 return o.bytes
 
             try:
                 with _pool(workers) as pool:
                     written_bytes = sum(pool.map(one, todo))
             finally:
+                staged.flush()  # one fsync per file, then the markers of every object completed
                 staged.close()
     return {"written": todo, "skipped": skipped, "bytes": written_bytes,
             "seconds": round(time.perf_counter() - started, 3)}

@@ -8,12 +8,12 @@ creates a *staging directory* next to the entry::
     .<entry name>.staging/
         staged.json          the plan: entry path, FilePlan (JSON text, sizes, names), ID mode
         file-0000 …          every file of the artifact at its final length (sparse), headers written
-        written/<n>.json     one marker per object written completely: id, bytes, SHA-256, a caller note
+        written/*.json       markers of objects written completely: index, id, bytes, SHA-256, a caller note
 
 Any process that can see the directory (a shared file system) opens it with :meth:`StagedArtifact.open`
 and calls :meth:`StagedArtifact.write_object` for the objects it was given: the bytes go to their
-planned offsets (``pwrite``, the §11.2 mapping in reverse), are flushed, and only then is the marker
-published (atomic rename), so a marker always means "these bytes are on disk". Writing an object again
+planned offsets (``pwrite``, the §11.2 mapping in reverse), are flushed, and only then are the markers
+published (one file per flush, atomic rename), so a marker always means "these bytes are on disk". Writing an object again
 rewrites the same range (idempotent; a crashed task is simply re-run). :meth:`StagedArtifact.seal`
 checks coverage (every object marked with its planned size), optionally replaces the provenance inside
 the reserved JSON (errors measured while writing), derives the ID from the content when asked
@@ -32,6 +32,7 @@ import hashlib
 import json
 import logging
 import os
+import secrets
 import shutil
 import threading
 from collections.abc import Callable, Mapping
@@ -87,6 +88,9 @@ class StagedArtifact:
         self.index = {oid: i for i, (oid, _, _) in enumerate(self.records)}
         self._fds: dict[int, int] = {}
         self._lock = threading.Lock()
+        self._touched: set[int] = set()
+        self._queued: list[tuple[int, dict]] = []
+        self._token, self._batches = secrets.token_hex(4), 0
         starts, offsets, pos = [], [], 0
         for i, size in enumerate(self.plan.sizes):
             offsets.append(pos)
@@ -183,10 +187,14 @@ class StagedArtifact:
             i += 1
 
     def write_object(self, object_id: str, chunks, *,
-                     note: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None) -> str:
+                     note: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
+                     defer: bool = False) -> str:
         """Write all bytes of ``object_id`` (an iterable of bytes-like chunks, in order) at its planned
         offset, flush, then publish its marker with the SHA-256 and ``note`` (a callable is called after
-        the last chunk: e.g. statistics gathered while the chunks were made). Returns the hex digest."""
+        the last chunk: e.g. statistics gathered while the chunks were made). Returns the hex digest.
+
+        ``defer``: queue the marker instead; :meth:`flush` flushes the files once and publishes every
+        queued marker (one ``fsync`` per file for a batch of objects instead of one per object)."""
         if object_id not in self.index:
             raise WriterError(f"object {object_id!r} is not in the staged plan", file=str(self.staging),
                               section="§11.4", rule="object_unknown")
@@ -204,14 +212,27 @@ class StagedArtifact:
         if written != size:
             raise WriterError(f"object {object_id!r} got {written} of its {size} declared bytes",
                               file=str(self.staging), section="§11.4", rule="object_length")
-        if self.durable:
-            for i in touched:
-                os.fsync(self._fd(i))
-        hexdigest = digest.hexdigest()
         note = note() if callable(note) else note
-        _atomic_json(self.staging / MARKERS / f"{n:06d}.json",
-                     {"id": object_id, "bytes": size, "sha256": hexdigest, "note": dict(note or {})}, self.durable)
-        return hexdigest
+        marker = {"id": object_id, "bytes": size, "sha256": digest.hexdigest(), "note": dict(note or {})}
+        with self._lock:
+            self._touched |= touched
+            self._queued.append((n, marker))
+        if not defer:
+            self.flush()
+        return marker["sha256"]
+
+    def flush(self) -> None:
+        """Flush the files written so far, then publish the queued markers (a marker means: on disk)."""
+        with self._lock:
+            touched, queued = self._touched, self._queued
+            self._touched, self._queued = set(), []
+        if self.durable:
+            for i in sorted(touched):
+                os.fsync(self._fd(i))
+        if queued:
+            self._batches += 1
+            name = f"{os.getpid()}-{threading.get_ident()}-{self._token}-{self._batches}.json"
+            _atomic_json(self.staging / MARKERS / name, [{"index": n, **m} for n, m in queued], self.durable)
 
     def close(self) -> None:
         with self._lock:
@@ -222,17 +243,18 @@ class StagedArtifact:
     # ---- coverage and sealing -------------------------------------------------------------------------
 
     def markers(self) -> dict[str, dict]:
-        """Object ID → marker of every object written completely (stale or foreign markers ignored)."""
+        """Object ID → marker of every object written completely (stale or foreign entries ignored)."""
         out = {}
         for path in sorted((self.staging / MARKERS).glob("*.json")):
             try:
-                m = json.loads(path.read_text(encoding="utf-8"))
-                n = int(path.stem)
+                batch = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
-            if 0 <= n < len(self.records) and isinstance(m, dict) and m.get("id") == self.records[n][0] \
-                    and m.get("bytes") == self.records[n][2]:
-                out[m["id"]] = m
+            for m in batch if isinstance(batch, list) else ():
+                n = m.get("index") if isinstance(m, dict) else None
+                if isinstance(n, int) and 0 <= n < len(self.records) and m.get("id") == self.records[n][0] \
+                        and m.get("bytes") == self.records[n][2]:
+                    out[m["id"]] = m
         return out
 
     def missing(self) -> list[str]:
