@@ -78,6 +78,18 @@ class ProposalRequest:
         return cls("indexed", Path(counts), rows)
 
 
+def proposal_parameters(text_config: dict, record: dict | None) -> dict[str, tuple[int, ...]]:
+    """The logical parameters a ``text.proposal`` record implies, with their shapes (for coverage checks
+    of an artifact without its source): ``full`` → ``proposal/head [vocab_size, H]``; ``indexed`` →
+    ``proposal/head [rows, H]`` and ``proposal/token_ids [rows]``; no record → none."""
+    if not record:
+        return {}
+    hidden, vocab = text_config["hidden_size"], text_config["vocab_size"]
+    if record.get("domain") == "indexed":
+        return {HEAD: (record["rows"], hidden), TOKEN_IDS: (record["rows"],)}
+    return {HEAD: (vocab, hidden)}
+
+
 def read_token_counts(path: Path, vocab_size: int) -> np.ndarray:
     """Counts per token id (int64 ``[vocab_size]``, 0 for ids the file does not list)."""
     path = Path(path)

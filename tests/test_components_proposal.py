@@ -11,7 +11,7 @@ import pytest
 from converters.convert import convert
 from converters.engine import logical_array
 from converters.errors import ConversionError
-from converters.proposal import ProposalRequest, read_token_counts, shortlist
+from converters.proposal import ProposalRequest, proposal_parameters, read_token_counts, shortlist
 from ninfer_core import open_artifact, validate
 from tests.test_components_selection import check_separation
 from tinymodels import qwen35, token_counts
@@ -49,6 +49,13 @@ def test_indexed_shortlist_rows_of_the_head(sources, tmp_path, counts, rows):
         assert a.provenance["objects"]["proposal/head"]["exactness"] == "bit-exact"
         assert ("proposal/head", "text/final_hidden") in {(u.parameter, u.input) for u in a.uses}
         check_separation(a)
+
+
+def test_proposal_parameters_follow_the_record():
+    assert proposal_parameters(CFG, None) == {}
+    assert proposal_parameters(CFG, {"domain": "full"}) == {"proposal/head": (V, H)}
+    assert proposal_parameters(CFG, {"domain": "indexed", "rows": 7}) == {"proposal/head": (7, H),
+                                                                         "proposal/token_ids": (7,)}
 
 
 def test_full_binds_the_text_head(sources, tmp_path):
