@@ -176,3 +176,17 @@ def test_dask_local_cluster_equals_local(tmp_path, sources, reference, capsys):
     with open_artifact(out) as art:
         assert art.artifact_id == summary["artifact_id"]
     assert not staging_dir_for(out).exists()
+
+
+def test_encode_named_objects(tmp_path, sources):
+    plan = tmp_path / "plan.json"
+    pf = job.stage(staged_request(sources, tmp_path / "m.ninfer", "q35.Q8_0.gguf", "exact"), plan)
+    first, last = pf.objects[0]["id"], pf.objects[-1]["id"]
+    assert job.encode(plan, objects=[last, first])["written"] == [first, last]  # directory order
+    assert first not in job.pending(plan) and len(job.pending(plan)) == len(pf.objects) - 2
+    assert job.encode(plan, objects=[first])["skipped"] == [first]
+    assert job.encode(plan, objects=[first], redo=True)["written"] == [first]
+    with pytest.raises(ConversionError) as e:
+        job.encode(plan, objects=["no/such/object"])
+    assert e.value.rule == "object_unknown" and "no/such/object" in str(e.value)
+    job.discard(plan)

@@ -114,11 +114,11 @@ def encode(plan_path: str | Path, *, objects: Iterable[str] | None = None, shard
     staged = StagedArtifact.open(pf.staging)
     ids = [o["id"] for o in pf.objects]
     if objects is not None:
-        wanted = list(dict.fromkeys(objects))
-        unknown = [i for i in wanted if i not in set(ids)]
+        wanted, planned = set(objects), set(ids)
+        unknown = sorted(wanted - planned)
         if unknown:
             raise ConversionError(f"not in the plan: {', '.join(unknown[:5])}", file=str(plan_path), rule="object_unknown")
-        ids = [i for i in ids if i in set(wanted)]
+        ids = [i for i in ids if i in wanted]
     if shard is not None:
         mine = set(shard_of(pf.objects, *shard))
         ids = [i for i in ids if i in mine]

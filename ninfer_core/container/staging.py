@@ -41,6 +41,7 @@ from typing import Any
 
 from ninfer_core.container.contentid import content_artifact_id
 from ninfer_core.container.fileset import FileSetWriter, check_targets_free, file_head
+from ninfer_core.container.framing import PART_PAYLOAD_START
 from ninfer_core.container.planner import FilePlan
 from ninfer_core.container.tempfiles import fsync_directory, publish_noreplace
 from ninfer_core.container.writer import _byte_view, _chunks, replaced_provenance
@@ -94,7 +95,7 @@ class StagedArtifact:
         starts, offsets, pos = [], [], 0
         for i, size in enumerate(self.plan.sizes):
             offsets.append(pos)
-            starts.append(self.plan.entry_payload_start if i == 0 else 4096)
+            starts.append(self.plan.entry_payload_start if i == 0 else PART_PAYLOAD_START)
             pos += size
         self._file_offsets, self._payload_starts = offsets, starts
 
