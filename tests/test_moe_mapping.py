@@ -11,6 +11,7 @@ own readers. The loader's new keys (``bank``, source alternatives, probe lists) 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ from converters.engine import expected_parameters, open_model
 from converters.errors import MappingError
 from converters.mapping import load_mapping
 from converters.mapping.schema import MAPPINGS_DIR
-from tinymodels import gguf_writer, qwen3_moe, qwen3_next, qwen35_moe
+from tinymodels import gguf_writer, hf_writer, qwen3_moe, qwen3_next, qwen35_moe, tokenizer, vision
 from tinymodels.gguf_writer import PlannedTensor
 
 MODULES = {"qwen3_moe": qwen3_moe, "qwen35_moe": qwen35_moe, "qwen3_next": qwen3_next}
@@ -86,6 +87,40 @@ def test_every_source_form_gives_the_generator_values(tmp_path, arch, overrides,
     else:
         src = mod.write_hf_dir(tmp_path / "hf", cfg, expert_layout=form, dtype="f32")
     assert_same(dict(expected_parameters(src)), text_reference(mod, cfg))
+
+
+@dataclass(frozen=True)
+class Renamed:
+    """An HF spec saved under another name with the original name's values (the text model of a
+    ``*ForConditionalGeneration`` checkpoint lives under ``model.language_model.``)."""
+
+    name: str
+    inner: object
+    shape = property(lambda self: self.inner.shape)
+    rows = property(lambda self: self.inner.rows)
+    row_size = property(lambda self: self.inner.row_size)
+    size = property(lambda self: self.inner.size)
+
+    def values(self, seed: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+        return self.inner.values(seed, start, stop)
+
+
+def test_qwen35moe_conditional_generation_text_part(tmp_path):
+    """Qwen3_5MoeForConditionalGeneration: text under model.language_model.* (fused experts), the vision
+    tower model.visual.* belongs to the unselected vision component."""
+    text = qwen35_moe.config()
+    tower = vision.config(out_hidden_size=text["hidden_size"])
+    cfg = vision.model_config(text, tower) | {"architectures": ["Qwen3_5MoeForConditionalGeneration"],
+                                              "model_type": "qwen3_5_moe"}
+    cfg["vision_config"]["model_type"] = "qwen3_5_moe_vision"
+    specs = [Renamed(s.name.replace("model.", "model.language_model.", 1), s) if s.name.startswith("model.") else s
+             for s in qwen35_moe.text_specs(text, "fused")] + vision.tower_specs(tower)
+    hf = hf_writer.write_hf_dir(tmp_path / "cg", cfg, specs, tokenizer.resources(), dtype="f32", shards=2)
+    with open_model(hf) as model:
+        assert model.architecture.NAME == "qwen35_moe"
+        assert all(k.startswith("main:model.visual.") for k in model.bound.skipped)
+        assert len(model.bound.skipped) == len(vision.tower_specs(tower))
+    assert_same(dict(expected_parameters(hf)), text_reference(qwen35_moe, text))
 
 
 def test_banks_and_kinds_are_bound_per_layer(tmp_path):
