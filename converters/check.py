@@ -8,19 +8,33 @@ type, rows ``n``, columns ``k``, target format, method): groups per row of the t
 bytes the same rows take in the target, and the padding between them. For an exact transcode the healthy
 padding is 0 (the GGML block stream and the v3 planes hold the same bytes, seed 003 §3); a non-zero
 padding of a transcode is reported (``pad != 0``), not failed — a ``K`` that is not a multiple of 128 pads.
+Ternary and binary sources (Ternary Bonsai, :mod:`converters.ternary`) are measured with
+:func:`converters.ternary.geometry`, and their padding is explained from storage-layouts §1 instead of flagged:
+``pad = codes + multipliers + alignment`` — trits and bits widen to t2's 2-bit codes (PTQ1_0 28 B per 128
+elements → 34, TQ1_0 54 per 256 → 68, Q1_0 18 → 34), a 256-element block's multiplier is kept once per
+128-group (TQ2_0 66 → 68), two 64-element Q2_0 blocks share one t2 multiplier, and the scale plane starts
+at a multiple of 256. Only a payload that this arithmetic does not give (the codec's size disagreeing with
+the layout) fails CHECK 1; PQ2_0 / Q2_0 (128) → t2 and Q2_0 → q2 have padding 0.
 
 **CHECK 2 — byte round trip, decode equality, offset probe** on a fixed sample: the source tensor of the
 first parameter of each role (mapping order: the lowest layer). ``bytes_equal`` — the source blocks
 transcoded to the target and taken apart again (:data:`DISASSEMBLERS`, written from storage-layouts §1, not
-from the transcoders) give the same bytes; ``decode_equal`` — the transcoded object decodes to the source's
-own float values. Both pass on bytes read at a wrong offset (wrong bytes in, the same wrong bytes out: the
-seed's lesson), so the content is probed too: the GGML multipliers (:data:`MULTIPLIERS`) of real blocks are
-a tight cluster — all finite, non-negative where the format's quantizer makes them so, few distinct high
-bytes (sign masked), median of |d| in (0, :data:`MEDIAN_MAX`) — while bytes read at a shifted offset look like
-uniform 16-bit samples: half negative, some non-finite, every exponent. (The seed bounds the median by 1;
-small synthetic models legitimately exceed it — the tiny Bonsai embedding's ternary ``d`` is about 1.26 — and
-the negatives, non-finite words and high-byte spread carry the offset signature, so the bound here only
-rejects multipliers no weight tensor has.)
+from the transcoders) give the same bytes; for a ternary source in ``t2_g128_fp16`` (trits and bits cannot
+be reassembled byte for byte) the same proof is ``codes_equal`` — every code and multiplier of the
+transcoded rows equals the source block's (:func:`converters.ternary.compare_codes`, read back from the
+planes); ``decode_equal`` — the transcoded object decodes to the source's own float values. Each of them
+passes on bytes read at a wrong offset whenever the transcoder accepts them (wrong bytes in, the same wrong
+bytes out: the seed's lesson), so the content is probed too. The probe is format-aware
+(:func:`multiplier_of`): ternary types keep ``d`` where :func:`converters.ternary.scale_columns` says
+(PTQ1_0 last, bytes 26..27 of 28; PQ2_0 / Q2_0 / Q1_0 first), other GGML types per :data:`MULTIPLIERS` —
+the seed's released packer probed every source as 34-byte blocks with ``d`` at ``slice(0, 2)``, which reads
+PTQ1_0 wrong. The multipliers of real blocks are a tight cluster — all finite, non-negative where the
+format's quantizer makes them so, few distinct high bytes (sign masked), median of |d| in
+(0, :data:`MEDIAN_MAX`) — while bytes read at a shifted offset look like uniform 16-bit samples: half
+negative, some non-finite, every exponent. (The seed bounds the median by 1; small synthetic models
+legitimately exceed it — the tiny Bonsai embedding's ternary ``d`` is about 1.26 — and the negatives,
+non-finite words and high-byte spread carry the offset signature, so the bound here only rejects
+multipliers no weight tensor has.)
 Anything else prints ``IMPLAUSIBLE -- offset bug?`` and fails. Rows are sampled (the first and the last
 :data:`SAMPLE_BYTES` of each tensor), so the check stays fast on any model size.
 
@@ -44,6 +58,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from converters import ternary
 from converters.convert import DEFAULT_RECIPE, plan_conversion
 from converters.engine import open_model
 from converters.errors import ConverterError
@@ -69,25 +84,43 @@ class Multiplier:
     non_negative: bool
 
 
-# llama.cpp's quantizers (ggml-quants.c) and the fork types (qwen-gguf-conventions.md): Q4_0/Q5_0 store
-# d = max / -8 (-16) and Q3_K/Q6_K a signed super-block d; the others d = amax / qmax >= 0.
+# llama.cpp's quantizers (ggml-quants.c): Q4_0/Q5_0 store d = max / -8 (-16) and Q3_K/Q6_K a signed
+# super-block d; the others d = amax / qmax >= 0. Ternary and binary types: multiplier_of().
 MULTIPLIERS: dict[str, Multiplier] = {
     "Q8_0": Multiplier(0, True), "Q4_0": Multiplier(0, False), "Q4_1": Multiplier(0, True),
     "Q5_0": Multiplier(0, False), "Q5_1": Multiplier(0, True),
     "Q2_K": Multiplier(80, True), "Q3_K": Multiplier(108, False), "Q4_K": Multiplier(0, True),
     "Q5_K": Multiplier(0, True), "Q6_K": Multiplier(208, False),
-    "Q1_0": Multiplier(0, True), "Q2_0_G128": Multiplier(0, True), "Q2_0_G64": Multiplier(0, True),
-    "PQ2_0": Multiplier(0, True), "TQ2_0": Multiplier(64, True), "TQ1_0": Multiplier(52, True),
-    "PTQ1_0": Multiplier(26, True),
 }
+
+
+def multiplier_of(ggml_type: str) -> Multiplier | None:
+    """Where ``ggml_type`` keeps ``d``: ternary/binary types from :func:`converters.ternary.scale_columns`
+    (non-negative: the seed's probe requires ``negative = 0`` of PTQ1_0 and PQ2_0 sources alike), other
+    GGML types from :data:`MULTIPLIERS`."""
+    if ternary.is_ternary(ggml_type):
+        return Multiplier(ternary.scale_columns(ggml_type).start, True)
+    return MULTIPLIERS.get(ggml_type)
+
+
+def multiplier_words(blocks: np.ndarray, columns: slice) -> np.ndarray:
+    """The little-endian FP16 words at byte ``columns`` (two bytes) of each ``(n_blocks, block bytes)`` block."""
+    lo, hi = columns.start, columns.start + 1
+    return blocks[:, lo].astype(np.uint16) | (blocks[:, hi].astype(np.uint16) << 8)
 
 
 def plausibility(blocks: np.ndarray, ggml_type: str) -> dict | None:
     """Probe the multipliers of ``(n_blocks, type_size)`` raw blocks; None for types without an FP16 ``d``."""
-    m = MULTIPLIERS.get(ggml_type)
+    m = multiplier_of(ggml_type)
     if m is None or blocks.size == 0:
         return None
-    words = blocks[:, m.offset].astype(np.uint16) | (blocks[:, m.offset + 1].astype(np.uint16) << 8)
+    return probe_words(multiplier_words(blocks, slice(m.offset, m.offset + 2)), non_negative=m.non_negative)
+
+
+def probe_words(words: np.ndarray, *, non_negative: bool = True) -> dict:
+    """The seed's content probe of FP16 multiplier words: plausible when all finite, none negative (where
+    the format's quantizer makes ``d >= 0``), at most :data:`HI_DISTINCT_MAX` distinct high bytes (sign
+    masked) and the median of ``|d|`` in ``(0, MEDIAN_MAX)``."""
     d = words.view(np.float16).astype(np.float32)
     finite = np.isfinite(d)
     mag = np.abs(d[finite])
@@ -98,7 +131,7 @@ def plausibility(blocks: np.ndarray, ggml_type: str) -> dict | None:
         "hi_distinct": int(np.unique((words & 0x7FFF) >> 8).size),
         "median": float(np.median(mag)) if mag.size else float("nan"),
     }
-    stats["plausible"] = bool(stats["nonfinite"] == 0 and (stats["negative"] == 0 or not m.non_negative)
+    stats["plausible"] = bool(stats["nonfinite"] == 0 and (stats["negative"] == 0 or not non_negative)
                               and stats["hi_distinct"] <= HI_DISTINCT_MAX and 0.0 < stats["median"] < MEDIAN_MAX)
     return stats
 
@@ -174,8 +207,41 @@ def _group_size(fmt: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def ternary_padding(type_name: str, n: int, k: int, fmt: str) -> dict:
+    """Where the bytes of ``n × k`` elements of a ternary/binary ``type_name`` transcoded into ``fmt`` go,
+    from storage-layouts §1 (not from the codec): the low plane of 2-bit codes ``n·Kp/4`` bytes, the scale
+    plane ``2·n·Kp/G`` bytes starting at the next multiple of 256. ``codes`` / ``multipliers``: target minus
+    source bytes of each; ``alignment``: the gap before the scale plane (their sum is the padding);
+    ``payload``: the object's bytes."""
+    t = ternary.TYPES[type_name]
+    group = codecs.FORMATS[fmt].group
+    kp = -(-k // 128) * 128
+    low, scale = n * kp // 4, 2 * n * kp // group
+    blocks = n * (k // t.block)
+    return {"codes": low - blocks * (t.block_bytes - 2), "multipliers": scale - 2 * blocks,
+            "alignment": -(-low // 256) * 256 - low, "payload": -(-low // 256) * 256 + scale}
+
+
+def _ternary_note(type_name: str, fmt: str, pad: dict) -> str:
+    if not any(pad.values()):
+        return ""
+    t = ternary.TYPES[type_name]
+    why = []
+    if pad["codes"]:
+        why.append(f"codes {pad['codes']:+,} ({t.codes} codes → 2 bits)" if t.codes != "two_bit"
+                   else f"codes {pad['codes']:+,}")
+    if pad["multipliers"]:
+        why.append(f"multipliers {pad['multipliers']:+,} (one d per {t.block}-block, one per "
+                   f"{codecs.FORMATS[fmt].group}-group)")
+    if pad["alignment"]:
+        why.append(f"scale plane alignment {pad['alignment']:+,}")
+    return "expected: " + ", ".join(why)
+
+
 def check_geometry(plan, sources) -> dict:
-    """CHECK 1: planned pieces grouped by (source type, n, k, target format, method)."""
+    """CHECK 1: planned pieces grouped by (source type, n, k, target format, method). Ternary transcodes:
+    :func:`converters.ternary.geometry`, the padding explained by :func:`ternary_padding`; a payload that
+    the layout arithmetic does not give fails."""
     groups: dict[tuple, dict] = {}
     for obj in plan.objects:
         if not isinstance(obj, PlannedTensor):
@@ -184,25 +250,44 @@ def check_geometry(plan, sources) -> dict:
             st = storage_of(sources[pc.source.input].tensor(pc.source.tensor))
             k = obj.shape[-1] if len(obj.shape) >= 2 else 1
             n = pc.rows
-            src_bytes = n * st.row_bytes if st.row_bytes is not None else n * k * st.block_bytes // st.block
-            shape = (n, k) if len(obj.shape) >= 2 else (n,)
-            payload = codecs.encoded_size(obj.format, obj.layout, shape, 1) if obj.divisors == 1 else None
             key = (pc.source_type, n, k, obj.format, pc.method)
             g = groups.setdefault(key, {"source_type": pc.source_type, "n": n, "k": k, "format": obj.format,
                                         "method": pc.method, "tensors": 0, "source_bytes": 0, "payload_bytes": 0})
             g["tensors"] += 1
+            if (pc.method == "transcode" and ternary.is_ternary(pc.source_type) and obj.format in ternary.TARGETS
+                    and obj.divisors == 1):
+                geo = ternary.geometry(pc.source_type, n, k, obj.format)
+                pad = ternary_padding(pc.source_type, n, k, obj.format)
+                g["blocks_per_row"] = geo["blocks_per_row"]
+                g["layout_payload"] = g.get("layout_payload", 0) + pad.pop("payload")
+                g.setdefault("explained", dict.fromkeys(pad, 0))
+                for part, v in pad.items():
+                    g["explained"][part] += v
+                g["source_bytes"] += geo["source_bytes"]
+                g["payload_bytes"] += geo["payload_bytes"]
+                continue
+            src_bytes = n * st.row_bytes if st.row_bytes is not None else n * k * st.block_bytes // st.block
+            shape = (n, k) if len(obj.shape) >= 2 else (n,)
+            payload = codecs.encoded_size(obj.format, obj.layout, shape, 1) if obj.divisors == 1 else None
             g["source_bytes"] += src_bytes
             g["payload_bytes"] = None if payload is None or g["payload_bytes"] is None else g["payload_bytes"] + payload
-    rows = []
+    rows, ok = [], True
     for g in groups.values():
         size = _group_size(g["format"])
         g["groups_per_row"] = -(-g["k"] // size) if size else None
         exact = g["method"] == "transcode"
         g["pad"] = g["payload_bytes"] - g["source_bytes"] if exact and g["payload_bytes"] is not None else None
         g["note"] = ("pad != 0" if g["pad"] else "") if exact else "requantized: sizes differ by design"
+        if "explained" in g:
+            if g["layout_payload"] != g["payload_bytes"]:
+                g["note"] = (f"MISMATCH: storage-layouts §1 gives {g['layout_payload']:,} payload bytes, the codec "
+                             f"{g['payload_bytes']:,}")
+                ok = False
+            else:
+                g["note"] = _ternary_note(g["source_type"], g["format"], g["explained"])
         rows.append(g)
     rows.sort(key=lambda g: (g["source_type"], g["format"], g["n"], g["k"]))
-    return {"groups": rows, "ok": True}
+    return {"groups": rows, "ok": ok}
 
 
 def _sample_parameters(bound) -> list:
@@ -260,6 +345,12 @@ def _roundtrip(rows: TensorRows, kind: str, fmt: str | None, tensor: str, entry:
         if back is not None:
             same = bool(np.array_equal(np.asarray(back(data, shape, st.block_bytes)).reshape(-1), raw.reshape(-1)))
             entry["bytes_equal"] = same and entry["bytes_equal"] is not False
+        if ternary.is_ternary(kind) and fmt in ternary.TARGETS:
+            proof = ternary.compare_codes(kind, raw.reshape(r1 - r0, -1), fmt, data, shape)
+            for key in ("codes_equal", "multipliers_equal"):
+                if not proof[key]:
+                    entry["codes_differ"].append(key.removesuffix("_equal"))
+            entry["codes_equal"] = not entry["codes_differ"]
         decoded = codecs.decode(fmt, codecs.FORMATS[fmt].layout, shape, data)
         same = bool(np.array_equal(decoded.reshape(-1), rows.floats(ids).reshape(-1), equal_nan=True))
         entry["decode_equal"] = same and entry["decode_equal"] is not False
@@ -274,7 +365,8 @@ def check_roundtrip(plan, model) -> dict:
         kind = st.ggml_type or st.dtype
         fmt = _target(plan, p, kind)
         entry = {"tensor": p.source.tensor, "parameter": p.name, "role": p.role, "type": kind, "target": fmt,
-                 "rows_sampled": 0, "bytes_equal": None, "decode_equal": None, "probe": None, "verdict": "OK"}
+                 "rows_sampled": 0, "bytes_equal": None, "codes_equal": None, "codes_differ": [], "decode_equal": None,
+                 "probe": None, "verdict": "OK"}
         problems, probe_blocks = [], []
         try:
             with np.errstate(invalid="ignore", over="ignore"):  # misread bytes decode to NaN/inf; probed below
@@ -285,6 +377,8 @@ def check_roundtrip(plan, model) -> dict:
             entry["probe"] = plausibility(np.concatenate(probe_blocks), kind)
         if entry["bytes_equal"] is False:
             problems.append("bytes differ after the round trip")
+        if entry["codes_equal"] is False:
+            problems.append(f"{' and '.join(entry['codes_differ'])} differ from the source blocks' after the transcode")
         if entry["decode_equal"] is False:
             problems.append("decoded values differ from the source's")
         if entry["probe"] is not None and not entry["probe"]["plausible"]:

@@ -12,7 +12,16 @@ axis; 1-D: rows of one element), so gates can compare a 30 GB model block by blo
   what checks the converter.
 - :class:`SourceRows` computes the source's values after the mapped transforms for a row range — the row
   block form of ``engine.parameter_values`` (same chain: source rows selected, columns reordered, value
-  steps in float64, rounded once to float32).
+  steps in float64; a tensor the source stores Hadamard-rotated (``prism.hadamard.*``, Ternary Bonsai)
+  un-rotated with :func:`converters.hadamard.logical_values`, the expected-value oracle's own un-rotation;
+  rounded once to float32). The source side deliberately shares that oracle: it states what the logical
+  parameters of a rotated source are (the HF values), and the rotation is row-wise, so a row block
+  un-rotates exactly like the whole matrix. Only the artifact side keeps an independent transform.
+  Ternary/binary types that gguf-py cannot decode (PrismML PQ2_0, PTQ1_0, Q2_0, and Q1_0:
+  :data:`OWN_DECODED`) are read here as code × ``d`` from their blocks
+  (:func:`converters.ternary.source_codes`): the source reader decodes them with ``ninfer_core.codecs``,
+  the PrismML types by transcoding into t2/q2 — the very path that wrote the artifact, which would make
+  gate 4 compare the transcoder with itself.
 
 Also :class:`LazyParameters`, the mapping the golden forward reads: each parameter materialised when asked
 for (one layer's worth at a time), and the embedding/head as :class:`RowView` so only the token rows and
@@ -26,12 +35,16 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from converters.rows import TensorRows
+from converters import ternary
+from converters.hadamard import logical_values
+from converters.rows import TensorRows, open_rows
 from ninfer_core import codecs
 
 #: float32 elements per row block (64 MiB)
 BLOCK_ELEMENTS = 16 * 1024 * 1024
 HADAMARD_BLOCK = 1024  # storage-layouts §7
+#: source types whose values the gates read from the blocks themselves (see the module docstring)
+OWN_DECODED = frozenset(t for t in ternary.TYPES if t not in ("TQ1_0", "TQ2_0"))
 
 
 def matrix_shape(shape) -> tuple[int, int]:
@@ -52,16 +65,19 @@ def hadamard_unrotate(stored: np.ndarray, signs: np.ndarray) -> np.ndarray:
     """``W = W' · H · D`` per 1024-column block (storage-layouts §7: ``W' = W · D · H``, ``H = H^T = H^-1``).
 
     ``x · H`` is computed as a fast Walsh–Hadamard transform (10 butterfly stages of ``[a + b, a - b]``, the
-    Sylvester order) in float64, O(K log K) per row instead of a 1024 × 1024 product."""
+    Sylvester order) in float64, O(K log K) per row instead of a 1024 × 1024 product, each stage in place on
+    one float64 copy of the block (one temporary half per stage)."""
     rows, k = stored.shape
     if k % HADAMARD_BLOCK or signs.shape != (k,):
         raise ValueError(f"Hadamard unrotation of {k} columns with {signs.shape[0]} signs (blocks of {HADAMARD_BLOCK})")
-    y = np.asarray(stored, dtype=np.float64).reshape(rows * (k // HADAMARD_BLOCK), HADAMARD_BLOCK)
+    y = np.array(stored, dtype=np.float64).reshape(rows * (k // HADAMARD_BLOCK), HADAMARD_BLOCK)
     h = 1
     while h < HADAMARD_BLOCK:
-        y = y.reshape(y.shape[0], -1, 2, h)
-        a, b = y[:, :, 0, :], y[:, :, 1, :]
-        y = np.stack((a + b, a - b), axis=2)
+        pairs = y.reshape(y.shape[0], -1, 2, h)
+        a, b = pairs[:, :, 0, :], pairs[:, :, 1, :]
+        first = a.copy()
+        a += b
+        np.subtract(first, b, out=b)
         h *= 2
     y = y.reshape(rows, k) / np.sqrt(HADAMARD_BLOCK)
     return (y * signs.astype(np.float64)).astype(np.float32)
@@ -137,13 +153,24 @@ class SourceRows:
         while p.source is None:  # tied: the target's values
             p = bound.parameter(p.tied_to)
         self.chain = p.source.chain
-        self.tensor = TensorRows(sources[p.source.input], p.source.tensor)
+        self.file = sources[p.source.input]
+        self.tensor = open_rows(sources, p.source)
         self.n_rows, self.k = self.chain.n_rows, self.chain.n_columns
         self.source = p.source.tensor
 
+    def _floats(self, ids) -> np.ndarray:
+        st = self.tensor.storage if isinstance(self.tensor, TensorRows) else None
+        if st is None or st.ggml_type not in OWN_DECODED or st.row_bytes is None:
+            return self.tensor.floats(ids)
+        raw = np.asarray(self.tensor.raw(ids))
+        codes, words = ternary.source_codes(st.ggml_type, raw.reshape(raw.shape[0], -1), st.cols)
+        d = words.view(np.float16).astype(np.float32)
+        return codes.astype(np.float32) * d[:, np.arange(st.cols) // st.block]
+
     def rows(self, a: int, b: int) -> np.ndarray:
-        x = self.chain.apply(self.tensor.floats(self.chain.row_ids(a, b)))
-        return np.asarray(x, dtype=np.float32).reshape(b - a, self.k)
+        x = self.chain.apply(self._floats(self.chain.row_ids(a, b)))
+        x = np.asarray(x).reshape(b - a, self.k)
+        return np.asarray(logical_values(self.file, self.source, x), dtype=np.float32)  # rotated: un-rotated
 
     def array(self, shape) -> np.ndarray:
         return self.rows(0, self.n_rows).reshape(tuple(shape))
