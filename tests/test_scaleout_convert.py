@@ -20,6 +20,7 @@ from converters.scaleout import job
 from converters.scaleout.planfile import PlanFile, Request
 from ninfer_core import open_artifact, validate
 from ninfer_core.container.staging import staging_dir_for
+from tests.test_convert_template import made  # noqa: F401  (the template fixture: borrowed objects)
 from tinymodels import qwen3, qwen35
 
 AID = "fedcba98765432100123456789abcdef"
@@ -190,3 +191,18 @@ def test_encode_named_objects(tmp_path, sources):
         job.encode(plan, objects=["no/such/object"])
     assert e.value.rule == "object_unknown" and "no/such/object" in str(e.value)
     job.discard(plan)
+
+
+def test_template_borrowed_objects_staged(tmp_path, made):  # noqa: F811
+    tpl = (made / "template.ninfer").resolve()
+    (tmp_path / "one").mkdir()
+    convert(made / "m.gguf", tmp_path / "one" / "m.ninfer", template=tpl, artifact_id=AID, workers=2)
+    plan = tmp_path / "plan.json"
+    (tmp_path / "st").mkdir()
+    pf = job.stage(Request.make(made / "m.gguf", tmp_path / "st" / "m.ninfer", template=tpl, artifact_id=AID), plan)
+    assert {o["id"] for o in pf.objects if o["origin"] == "borrowed"} == {
+        "mtp/fc", "vision/patch_embed", "frontend/vision/preprocessor_config.json"}
+    job.encode(plan, shard=(2, 2))
+    job.encode(plan, shard=(1, 2))
+    job.seal(plan)
+    assert files_of(tmp_path / "st") == files_of(tmp_path / "one")
