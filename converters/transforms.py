@@ -209,18 +209,26 @@ def hadamard_unrotate(w: np.ndarray, signs: np.ndarray) -> np.ndarray:
 
 def fwht(x: np.ndarray) -> np.ndarray:
     """``x · H`` for the normalized Sylvester matrix of the last axis' order (a power of two), float64, by
-    the butterfly (pairs ``j``, ``j + h`` of every ``2h``-block): ``n log n`` instead of the dense ``n²``
-    product — a 27B model rotates 10⁹ rows' blocks, and the gates un-rotate them again."""
+    the butterfly (pairs ``j``, ``j + h`` of every ``2h``-block become ``a + b``, ``a - b``): ``n log n``
+    instead of the dense ``n²`` product — a 27B model rotates 10⁹ rows' blocks, and the gates un-rotate them
+    again. Every stage runs in place on one float64 copy of ``x``, through one reused half-size buffer (no
+    new arrays per stage); each output element is the same sums in the same order as the textbook
+    recursion, so results do not depend on the implementation."""
     n = x.shape[-1]
     _need(n > 0 and n & (n - 1) == 0, f"Hadamard order {n} is not a power of two")
     y = np.array(x, dtype=np.float64).reshape(-1, n)
+    diff = np.empty(y.shape[0] * (n // 2), dtype=np.float64)
     h = 1
     while h < n:
-        y = y.reshape(y.shape[0], -1, 2, h)
-        a, b = y[:, :, 0], y[:, :, 1]
-        y = np.stack((a + b, a - b), axis=2)
+        pairs = y.reshape(y.shape[0], n // (2 * h), 2, h)
+        a, b = pairs[:, :, 0, :], pairs[:, :, 1, :]
+        d = diff.reshape(a.shape)
+        np.subtract(a, b, out=d)
+        a += b
+        b[...] = d
         h *= 2
-    return y.reshape(x.shape) / np.sqrt(n)
+    y /= np.sqrt(n)
+    return y.reshape(x.shape)
 
 
 def _rotate(w: np.ndarray, signs: np.ndarray, *, inverse: bool) -> np.ndarray:
