@@ -1,6 +1,8 @@
 """``convert check --gguf SRC [--template TPL] [--recipe R] [--json]``: the read-only conversion self-test.
 
-CHECK 1 geometry, CHECK 2 byte round trip + decode equality + the multiplier plausibility probe (prints
+CHECK 1 geometry, CHECK 2 byte round trip (``bytes_equal``; for a ternary/binary source transcoded to
+``t2_g128_fp16``, whose trits and bits cannot be reassembled byte for byte, ``codes_equal``: every code and
+multiplier read back equals the source block's) + decode equality + the multiplier plausibility probe (prints
 ``IMPLAUSIBLE -- offset bug?``), CHECK 3 producer smoke of every object (borrowed template objects listed);
 then ``RESULT: OK`` (exit 0) or ``RESULT: FAILED`` (exit 1). Nothing is written (:mod:`converters.check`).
 
@@ -27,6 +29,14 @@ def _fmt(v) -> str:
     return f"{v:,}" if isinstance(v, int) else str(v)
 
 
+def _codes(sample: dict) -> str:
+    """The ``codes_equal`` cell: ``yes``, ``NO (codes, multipliers)`` naming what differs, or ``-`` where the byte
+    round trip is the proof (a source whose blocks the target holds byte for byte)."""
+    if sample.get("codes_equal") is False and sample.get("codes_differ"):
+        return f"NO ({', '.join(sample['codes_differ'])})"
+    return _fmt(sample.get("codes_equal"))
+
+
 def print_check(r: dict) -> None:
     console.print(f"source {r['source']}  recipe {r['recipe']}" + (f"  template {r['template']}" if r["template"] else ""))
     rows = [[g["source_type"], g["n"], g["k"], g["format"], g["method"], g["tensors"], _fmt(g["groups_per_row"]),
@@ -39,10 +49,13 @@ def print_check(r: dict) -> None:
         probe = "-" if p is None else (
             f"{'PLAUSIBLE' if p['plausible'] else 'IMPLAUSIBLE -- offset bug?'} (nonfinite {p['nonfinite']}, "
             f"negative {p['negative']}, hi_distinct {p['hi_distinct']}, median {p['median']:.3g})")
-        rows.append([s["tensor"], s["type"], s["target"] or "-", _fmt(s["bytes_equal"]), _fmt(s["decode_equal"]), probe,
+        rows.append([s["tensor"], s["type"], s["target"] or "-", _fmt(s["bytes_equal"]), _codes(s),
+                     _fmt(s["decode_equal"]), probe,
                      s["verdict"] + ("" if "problems" not in s else ": " + "; ".join(s["problems"]))])
-    console.print(table("CHECK 2 - byte round trip, decode equality, offset probe (one tensor per role)",
-                        ["tensor", "type", "target", "bytes_equal", "decode_equal", "probe", "verdict"], rows))
+    console.print(table("CHECK 2 - byte round trip (bytes_equal; codes_equal for ternary sources in t2), decode "
+                        "equality, offset probe (one tensor per role)",
+                        ["tensor", "type", "target", "bytes_equal", "codes_equal", "decode_equal", "probe", "verdict"],
+                        rows))
     for s in r["check2"]["samples"]:  # one unwrapped line per failure, greppable in logs
         for problem in s.get("problems", []):
             console.print(f"  {s['tensor']}: {problem}", highlight=False, markup=False, soft_wrap=True)
