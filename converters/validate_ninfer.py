@@ -6,11 +6,13 @@
 - **Gate A, filesystem** — the entry readable and regular; every declared part present, of its declared
   length, with this artifact's id; no symlink out of the directory; undeclared files named after the artifact
   reported (:mod:`converters.gates.structure`).
-- **Gate B, schema** — the directory's schema rules; every object's encoding interpretable; the text config
-  complete enough for the architecture.
-- **Gate C, cross-reference** — references and ranges; binding coverage against the text contract (every
-  required parameter bound in its logical shape, uses with the contract's inputs, no unconsumed object;
-  :mod:`converters.gates.coverage`).
+- **Gate B, schema** — the directory's schema rules; every object's encoding interpretable; each component's
+  config complete enough for its architecture.
+- **Gate C, cross-reference** — references and ranges; binding coverage of every component (every required
+  parameter bound in its logical shape, uses with the contract's inputs, no unconsumed object;
+  :mod:`converters.gates.coverage`): text against the text contract, MTP / vision / DFlash / DFlash2 against
+  their mapping files read with their configs (:mod:`converters.gates.required`), ``text.proposal``'s head
+  and token map (:mod:`converters.gates.proposal`).
 - **Gate D, capacity** — parameter bytes by component and format; KV-cache and gated-delta-net state bytes
   for ``context``/``batch`` (:mod:`converters.gates.capacity`).
 - **Gate E, supply chain** — source identity and hash, converter, recipe, per-object transforms; missing →
@@ -31,9 +33,10 @@ from pathlib import Path
 from converters.errors import ConverterError
 from converters.gates.capacity import kv_cache, parameter_bytes
 from converters.gates.codes import VALIDATE_CODES, Issue
-from converters.gates.contract import expected_text, unsupported_family
 from converters.gates.coverage import check_coverage
 from converters.gates.prerun import check_auxiliaries
+from converters.gates.proposal import check_token_ids
+from converters.gates.required import expected_from_artifact
 from converters.gates.structure import check_structure
 from converters.gates.supply import check_supply_chain
 from converters.report import SCHEMA_NINFER, Report
@@ -41,7 +44,7 @@ from ninfer_core.errors import NinferError
 
 GATE_A_CHECKS = ["entry_readable", "framing", "parts_present_and_sized", "part_identity", "symlinks", "unknown_files"]
 GATE_B_CHECKS = ["directory_schema", "object_encodings", "text_config"]
-GATE_C_CHECKS = ["references", "object_ranges", "binding_coverage", "uses", "objects_consumed"]
+GATE_C_CHECKS = ["references", "object_ranges", "binding_coverage", "uses", "objects_consumed", "proposal_token_ids"]
 
 
 def _add(report: Report, issues: list[Issue]) -> None:
@@ -97,28 +100,17 @@ def _with_artifact(report: Report, art, context, batch) -> None:
         if comp.target is not None:
             comps[cid]["target"] = comp.target
         comps[cid]["resources"] = sorted(comp.resources)
-    # Gate B/C: the text contract
-    expected, shapes = {}, {}
-    unchecked = [c for c in art.components if c != "text"]
+    # Gate B/C: every component's parameter list, text.proposal's token map
     report.gate("B").check("text_config")
-    if text is None:
-        _add(report, [Issue("NINFER_CONFIG_INVALID", "the artifact has no text component", path="$.components")])
-    else:
-        try:
-            expected = expected_text(config)
-            shapes = {n: e.shape for n, e in expected.items()}
-        except ConverterError as exc:
-            if unsupported_family(exc):
-                unchecked.append("text")
-            else:
-                where = f" ({exc.json_path})" if exc.json_path else ""
-                _add(report, [Issue("NINFER_CONFIG_INVALID", f"components.text.config: {exc.message}{where}",
-                                    path="$.components.text.config")])
+    want = expected_from_artifact(art)
+    _add(report, want.issues)
+    shapes = {n: e.shape for n, e in want.expected.items()}
     for c in GATE_C_CHECKS[2:]:
         report.gate("C").check(c)
     only_layer = art.provenance.get("only_layer")
-    _add(report, check_coverage(art, expected, unchecked=unchecked,
+    _add(report, check_coverage(art, want.expected, unchecked=want.unchecked,
                                 only_layer=only_layer if isinstance(only_layer, int) else None))
+    _add(report, _guarded(report, "C", lambda: check_token_ids(art, config)[0], []))
     # Gate D
     memory = report.section("memory")
     memory["parameter_bytes"] = parameter_bytes(art)

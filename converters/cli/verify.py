@@ -1,14 +1,18 @@
-"""``convert verify OUT.ninfer [--source SRC] [--sweep] [--layers 0,3] [--json]``: acceptance after writing.
+"""``convert verify OUT.ninfer [--source SRC] [--mmproj FILE] [--drafter DIR ...] [--sweep] [--layers 0,3] [--json]``:
+acceptance after writing.
 
 Seven gates (:mod:`converters.gates.verify`): structure, coverage, codec validity, values, order probes,
 resources, golden numerics. Exit 0 when no gate fails (``pass``, or ``incomplete`` when gates were skipped
-for want of ``--source``: printed as such, never as a pass), 1 when any gate fails.
+for want of ``--source``: printed as such, never as a pass), 1 when any gate fails. Components converted
+from inputs of their own are compared with the same inputs, spelled as for ``convert gguf2ninfer``:
+``--mmproj`` (the vision tower of a GGUF model) and ``--drafter`` (DFlash / DFlash2, repeatable).
 
 Examples::
 
     convert verify out/model.ninfer --source model.gguf            # sampled layers
     convert verify out/model.ninfer --source ./hf-dir --sweep      # every layer
     convert verify out/model.ninfer --layers 0,3 --source model.gguf --json
+    convert verify out/v.ninfer --source q35.gguf --mmproj mmproj.gguf --drafter ./Qwen3.5-DFlash2 --sweep
 """
 
 from __future__ import annotations
@@ -51,8 +55,11 @@ def print_report(r) -> None:
     if g4:
         console.print(f"values: layers {g4['layers']} ({g4['layers_bound']} bound), {g4['parameters']} parameters, "
                       f"{g4['exact']} exact, worst cosine {g4['worst_cosine']}")
-    if g7:
-        console.print(f"golden: {len(g7['tokens'])} tokens, {g7['precision_class']} class, top-1 "
+        for cid, c in g4.get("components", {}).items():
+            layers = f"layers {c['layers']}, " if "layers" in c else ""
+            console.print(f"  {cid}: {layers}{c['parameters']} parameters" + (f" ({c['note']})" if "note" in c else ""))
+    if "tokens" in g7:
+        console.print(f"golden ({g7['covers']}): {len(g7['tokens'])} tokens, {g7['precision_class']} class, top-1 "
                       f"{g7['top1_agreement']:.3f}, cosine {g7['cosine']:.6f}, max abs error {g7['max_abs_error']:.4g}")
     color = {"pass": "bold green", "incomplete": "bold yellow", "fail": "bold red"}[r.result]
     console.print(f"[{color}]VERIFY: {r.result.upper()}[/]")
@@ -62,6 +69,9 @@ def print_report(r) -> None:
 def verify_cmd(
     artifact: Path = typer.Argument(..., help="Entry file of the artifact to accept.", show_default=False),
     source: Path = typer.Option(None, "--source", help="The GGUF file or HF directory it was converted from."),
+    mmproj: Path = typer.Option(None, "--mmproj", help="The mmproj GGUF its vision tower was converted from."),
+    drafter: list[Path] = typer.Option(None, "--drafter", help="A DFlash / DFlash2 drafter directory it was "
+                                       "converted with; repeatable."),
     sweep: bool = typer.Option(False, "--sweep", help="Compare every layer (default: a sample of layers)."),
     layers: str = typer.Option(None, "--layers", help="Compare these layers, e.g. 0,3."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
@@ -74,7 +84,11 @@ def verify_cmd(
         raise typer.BadParameter("--sweep and --layers exclude each other", param_hint="--layers")
     if not artifact.exists() and not artifact.is_symlink():
         raise ConverterError("artifact does not exist", file=str(artifact), rule="verify_target")
-    report = verify(artifact, source, sweep=sweep, layers=chosen)
+    inputs = {"mmproj": mmproj, "drafter": list(drafter or []) or None}
+    if source is None and any(inputs.values()):
+        raise typer.BadParameter("--mmproj / --drafter are compared with --source: give the main source too",
+                                 param_hint="--source")
+    report = verify(artifact, source, inputs=inputs, sweep=sweep, layers=chosen)
     if json_out:
         emit_json(report.to_json())
     else:

@@ -50,7 +50,7 @@ SPECS: tuple[GateCode, ...] = (
     GateCode("NINFER_SCHEMA", E, "B", 1, "The JSON directory breaks a schema rule: syntax, field, type, ID or enumeration (§1, §4–§10)."),
     GateCode("NINFER_ENCODING", E, "B", 3, "An object's format, layout, shape or divisors is unknown or not allowed, or its bytes are not its encoded size (§5.3, §6)."),
     GateCode("NINFER_CONTAINER_RULE", E, "B", 1, "Another container rule is broken (the rule is named in the evidence)."),
-    GateCode("NINFER_CONFIG_INVALID", E, "B", 2, "components.text.config lacks a field the architecture needs, or holds an invalid value."),
+    GateCode("NINFER_CONFIG_INVALID", E, "B", 2, "A component's config (components.<id>.config) lacks a field its architecture needs, or holds an invalid value."),
     # cross-reference (container §4.2, §5.3, §7–§9; seed 004 Gate C)
     GateCode("NINFER_REFERENCE", E, "C", 1, "A reference names a missing object, an object of the wrong kind, or a range outside its object (§4.2, §7–§9)."),
     GateCode("NINFER_OBJECT_RANGE", E, "C", 1, "Objects are out of order, overlap, are misaligned or lie beyond the payload (§5.3)."),
@@ -60,7 +60,8 @@ SPECS: tuple[GateCode, ...] = (
     GateCode("NINFER_OBJECT_UNCONSUMED", E, "C", 2, "An object that no binding, use auxiliary, resource table or contract object consumes."),
     GateCode("NINFER_USE_MISSING", E, "C", 2, "A parameter the contract gives a use position has no use record (§8)."),
     GateCode("NINFER_USE_INPUT", E, "C", 2, "A use's input differs from the contract's input for its parameter (§8)."),
-    GateCode("NINFER_COVERAGE_UNCHECKED", INFO, "C", 2, "A component whose parameter list needs its mapping and source; its coverage was not checked."),
+    GateCode("NINFER_PROPOSAL_TOKEN_IDS", E, "C", 2, "proposal/token_ids of an indexed proposal is not an integer tensor, or names a token outside the text vocabulary or one token twice (§9.2)."),
+    GateCode("NINFER_COVERAGE_UNCHECKED", INFO, "C", 2, "A component whose parameter list could not be derived (no mapping for it, or its config lacks a field); its bindings were not checked."),
     # capacity (seed 004 Gate D)
     GateCode("NINFER_CAP_CONFIG_INCOMPLETE", W, "D", None, "KV-cache or state bytes cannot be computed: the text config lacks a field."),
     GateCode("NINFER_CAP_CONTEXT_EXCEEDS", S, "D", None, "The requested --context exceeds the model's max_position_embeddings."),

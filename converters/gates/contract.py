@@ -1,11 +1,13 @@
 """The logical-parameter contract of the text component, from an artifact's config alone.
 
 Used when no source is given (``convert validate``, ``convert verify`` without ``--source``): which
-parameters a Qwen3 / Qwen3.5 text model, dense or MoE (Qwen3-MoE, Qwen3.5-MoE, Qwen3-Next), must bind, with which shapes, and the use input of each
-(helper-brief "Contract: logical parameter names, inputs, config"). Shapes come from
-:func:`converters.golden.parameter_shapes`, the forward pass's own statement of what it reads, so the
-coverage check and the golden gate agree on one list. With a source, the mapping's bound parameters are
-authoritative instead (:func:`expected_from_bound`); both give :class:`Expected` records.
+parameters a Qwen3 / Qwen3.5 text model, dense or MoE (Qwen3-MoE, Qwen3.5-MoE, Qwen3-Next), must bind, with
+which shapes, and the use input of each (helper-brief "Contract: logical parameter names, inputs, config").
+Shapes come from :func:`converters.golden.parameter_shapes`, the forward pass's own statement of what it
+reads, so the coverage check and the golden gate agree on one list. With a source, the mapping's bound
+parameters are authoritative instead (:func:`expected_from_bound`); both give :class:`Expected` records.
+The other components' lists come from their mappings (:mod:`converters.gates.required`); ``text.proposal``'s
+from its record (:func:`expected_proposal`, container §9.2).
 
 Also here: the head structure of each parameter (which axis holds heads, and the slice boundaries), used by
 the order probes of ``verify`` gate 5.
@@ -19,6 +21,9 @@ from dataclasses import dataclass
 
 from converters.errors import ConverterError
 from converters.golden import TextSpec, parameter_shapes
+from converters.proposal import HEAD as PROPOSAL_HEAD
+from converters.proposal import HEAD_INPUT as PROPOSAL_INPUT
+from converters.proposal import proposal_parameters
 
 #: contract objects consumed by name rather than through a binding (helper-brief "Hadamard")
 CONTRACT_OBJECTS = frozenset({"text/hadamard_widths"})
@@ -39,8 +44,9 @@ LAYER_INPUTS = {
     "moe/shared_expert/down": "moe/shared_expert/product",
 }
 GLOBAL_INPUTS = {"text/output_head": "text/final_hidden"}
-#: components whose layers have the text config's head geometry (an MTP layer is a text decoder layer)
-HEAD_COMPONENTS = ("text", "mtp")
+#: components with head-structured layers: text and MTP (an MTP layer is a text decoder layer) with the text
+#: config's geometry, the DFlash drafters with their own (:func:`head_geometry`)
+HEAD_COMPONENTS = ("text", "mtp", "dflash", "dflash2")
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,42 @@ def use_input(name: str) -> str | None:
     return f"text/layers/{layer}/" + (inp.replace("{e}", expert[1]) if expert else inp)
 
 
+@dataclass(frozen=True)
+class HeadGeometry:
+    """The head dimensions :func:`heads` reads, for a component that is not a text model (a drafter's
+    attention: its config's ``num_attention_heads``, ``num_key_value_heads``, ``head_dim``)."""
+
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    linear_num_key_heads: int = 0
+    linear_num_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+
+
+def head_geometry(component: str, text: TextSpec | None, args=None):
+    """The geometry :func:`heads` uses for ``component``'s parameters: the text spec for text and MTP, a
+    :class:`HeadGeometry` from a drafter's ``Args``; None when unknown (no head probe)."""
+    if component in ("text", "mtp"):
+        return text
+    if component in HEAD_COMPONENTS and args is not None:
+        return HeadGeometry(args.num_attention_heads, args.num_key_value_heads, args.head_dim)
+    return None
+
+
+def expected_proposal(config: Mapping, record: Mapping | None) -> dict[str, Expected]:
+    """``proposal/head`` (use input ``text/final_hidden``) and, for ``indexed``, ``proposal/token_ids`` of a
+    ``text.proposal`` record (container §9.2; :func:`converters.proposal.proposal_parameters`)."""
+    for key in ("hidden_size", "vocab_size"):
+        value = config.get(key)
+        if record and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise ConverterError(f"text.proposal needs the text config's {key} (a positive integer), got {value!r}",
+                                 json_path=f"config.{key}", section="§9.2", rule="proposal_config")
+    shapes = proposal_parameters(dict(config), dict(record) if record else None)
+    return {n: Expected(n, tuple(s), PROPOSAL_INPUT if n == PROPOSAL_HEAD else None) for n, s in shapes.items()}
+
+
 def text_spec(config: Mapping) -> TextSpec:
     """The text spec of a config; a :class:`ConverterError` (rule ``golden_config``) names a missing field."""
     return TextSpec.from_config(config)
@@ -100,12 +142,14 @@ def expected_from_bound(bound) -> dict[str, Expected]:
             for p in bound.parameters}
 
 
-def heads(name: str, spec: TextSpec) -> tuple[int, list[tuple[int, int]]] | None:
-    """(axis, [(start, stop), ...]) of the head slices of a head-structured text (or MTP) parameter, else None.
+def heads(name: str, spec) -> tuple[int, list[tuple[int, int]]] | None:
+    """(axis, [(start, stop), ...]) of the head slices of a head-structured parameter of a component in
+    :data:`HEAD_COMPONENTS`, else None; ``spec``: the component's geometry (:func:`head_geometry`).
 
-    Attention heads are ``head_dim`` rows (query, gate, key, value) or columns (output); gated delta net key
-    heads ``linear_key_head_dim`` rows, value heads ``linear_value_head_dim`` rows (value, z) or columns
-    (output) or one element (a, b, dt_bias, a_log); ``conv1d`` channels are q, k and v heads in order."""
+    Attention heads are ``head_dim`` rows (query, gate, key, value, a drafter's context key/value) or columns
+    (output); gated delta net key heads ``linear_key_head_dim`` rows, value heads ``linear_value_head_dim``
+    rows (value, z) or columns (output) or one element (a, b, dt_bias, a_log); ``conv1d`` channels are q, k
+    and v heads in order."""
     layer = layer_of(name)
     if layer is None or name.split("/", 1)[0] not in HEAD_COMPONENTS:
         return None
@@ -120,6 +164,7 @@ def heads(name: str, spec: TextSpec) -> tuple[int, list[tuple[int, int]]] | None
     table = {
         "attention/query": (0, even(nh, hd)), "attention/gate": (0, even(nh, hd)),
         "attention/key": (0, even(nkv, hd)), "attention/value": (0, even(nkv, hd)),
+        "attention/context_key": (0, even(nkv, hd)), "attention/context_value": (0, even(nkv, hd)),
         "attention/output": (1, even(nh, hd)),
     }
     if hv:

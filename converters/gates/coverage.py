@@ -2,9 +2,11 @@
 object consumed (container §4.2, §7, §8; seed 003 §7: the runtime binder demands an exact two-way match —
 a missing object is fatal, an extra one "was not consumed by the selected target").
 
-``expected`` comes from the source's mapping (``verify --source``) or from the text contract
-(:mod:`converters.gates.contract`). Components whose parameter list is not known are listed in
-``unchecked``: their bindings are not judged, but their objects must still be consumed by something.
+``expected`` comes from the source's mapping (``verify --source``) or, without a source, from the text
+contract and the other components' mapping files (:mod:`converters.gates.contract`,
+:mod:`converters.gates.required`); ``text.proposal`` adds its own (§9.2). Components whose parameter list is
+not known are listed in ``unchecked`` (with the reason): their bindings are not judged, but their objects
+must still be consumed by something.
 """
 
 from __future__ import annotations
@@ -46,11 +48,13 @@ def consumed_objects(art) -> set[str]:
     return used
 
 
-def check_coverage(art, expected: Mapping[str, Expected], *, unchecked: Iterable[str] = (),
+def check_coverage(art, expected: Mapping[str, Expected], *, unchecked: Mapping[str, str] | Iterable[str] = (),
                    only_layer: int | None = None) -> list[Issue]:
-    """Coverage issues of ``art`` against ``expected`` (see the module docstring)."""
+    """Coverage issues of ``art`` against ``expected`` (see the module docstring); ``unchecked``: components
+    (or component → reason) whose bindings are not judged."""
     issues: list[Issue] = []
-    unchecked = set(unchecked)
+    reasons = dict(unchecked) if isinstance(unchecked, Mapping) else dict.fromkeys(unchecked, "")
+    unchecked = set(reasons)
     minimal = f" (a minimal artifact of layer {only_layer} only)" if only_layer is not None else ""
     missing = [e for e in expected.values() if e.name not in art.bindings and not e.optional]
     for e in missing:
@@ -97,6 +101,7 @@ def check_coverage(art, expected: Mapping[str, Expected], *, unchecked: Iterable
                                 path=art.object_json_path(obj.id)))
     for comp in sorted(unchecked):
         if comp in art.components:
-            issues.append(Issue("NINFER_COVERAGE_UNCHECKED", f"component {comp}: its parameter list comes from its "
-                                "mapping and source; bindings not checked (run convert verify --source)"))
+            why = reasons[comp] or "its parameter list is not known"
+            issues.append(Issue("NINFER_COVERAGE_UNCHECKED", f"component {comp}: {why}; its bindings were not "
+                                "checked", path=f"$.components.{comp}"))
     return issues

@@ -147,9 +147,11 @@ class ArtifactRows:
 
 
 class SourceRows:
-    """The source's values of one bound parameter after its transform chain, by row block."""
+    """The source's values of one bound parameter after its transform chain, by row block; with ``ids``, the
+    parameter's rows at those indices in that order (an indexed proposal head: the text head's rows at
+    ``proposal/token_ids``, container §9.2)."""
 
-    def __init__(self, sources: Mapping, p, bound) -> None:
+    def __init__(self, sources: Mapping, p, bound, ids: np.ndarray | None = None) -> None:
         while p.source is None:  # tied: the target's values
             p = bound.parameter(p.tied_to)
         self.chain = p.source.chain
@@ -157,6 +159,18 @@ class SourceRows:
         self.tensor = open_rows(sources, p.source)
         self.n_rows, self.k = self.chain.n_rows, self.chain.n_columns
         self.source = p.source.tensor
+        self.ids = None
+        if ids is not None:
+            ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+            if ids.size and not (0 <= int(ids.min()) and int(ids.max()) < self.n_rows):
+                raise ValueError(f"row ids outside the {self.n_rows} rows of {p.name}")
+            self.ids, self.n_rows = ids, len(ids)
+
+    def _row_ids(self, a: int, b: int):
+        if self.ids is None:
+            return self.chain.row_ids(a, b)
+        out = self.ids[a:b]
+        return out if self.chain.rows is None else np.asarray(self.chain.rows[out], dtype=np.int64)
 
     def _floats(self, ids) -> np.ndarray:
         st = self.tensor.storage if isinstance(self.tensor, TensorRows) else None
@@ -168,7 +182,7 @@ class SourceRows:
         return codes.astype(np.float32) * d[:, np.arange(st.cols) // st.block]
 
     def rows(self, a: int, b: int) -> np.ndarray:
-        x = self.chain.apply(self._floats(self.chain.row_ids(a, b)))
+        x = self.chain.apply(self._floats(self._row_ids(a, b)))
         x = np.asarray(x).reshape(b - a, self.k)
         return np.asarray(logical_values(self.file, self.source, x), dtype=np.float32)  # rotated: un-rotated
 

@@ -2,13 +2,16 @@
 
 With a source, the text frontend is rebuilt exactly as the converter does (``converters.frontend``: copied
 byte-for-byte from an HF directory, or rebuilt from GGUF tokenizer metadata) and compared with the
-artifact's resources (``verify`` gate 6). Without one, each resource is still hashed and compared with its
+artifact's ``text`` resources, and each component's resources as its resolver reads them from the source
+and its inputs (a vision tower's processor config: copied from the HF directory, or rebuilt from the
+mmproj's ``clip.vision.*`` keys) with that component's (``verify`` gate 6). Without one, each resource is still hashed and compared with its
 ``provenance.objects[id].sha256`` (``validate`` Gate E, and ``verify`` gate 6's partial check).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 
 from converters.gates.codes import Issue
 
@@ -47,32 +50,34 @@ def check_recorded_hashes(art) -> tuple[list[Issue], int]:
     return issues, checked
 
 
-def check_against_source(art, source) -> tuple[list[Issue], list[dict]]:
-    """The resources the source's frontend provides (text, and the processor files it finds) against the
-    artifact's, looked up by role in every component's table; rows for the report."""
-    from converters.frontend import frontend_resources
+def check_against_source(art, source, components: Mapping | None = None) -> tuple[list[Issue], list[dict]]:
+    """The text frontend the source provides (:data:`~converters.frontend.TEXT_ROLES`) against the artifact's
+    ``text`` resources, and each selected component's resources (``components``: component id →
+    :class:`converters.components.Component`, as resolved from the source and its inputs) against that
+    component's table; rows for the report."""
+    from converters.frontend import TEXT_ROLES, frontend_resources
 
     fr = frontend_resources(source)
-    table: dict[str, str] = {}
-    for cid in sorted(art.components, key=lambda c: c != "text"):  # text first; processor files sit elsewhere
-        for role, oid in art.components[cid].resources.items():
-            table.setdefault(role, oid)
+    wanted = [("text", role, fr.files[role], (fr.provenance.get(role) or {}).get("origin", ""))
+              for role in TEXT_ROLES if role in fr.files]
+    for cid, comp in (components or {}).items():
+        wanted += [(cid, role, data, (prov or {}).get("origin", "copied")) for role, data, prov in comp.resources]
     issues, rows = [], []
-    for role, data in fr.files.items():
+    for cid, role, data, origin in wanted:
+        table = art.components[cid].resources if cid in art.components else {}
         oid = table.get(role)
-        origin = (fr.provenance.get(role) or {}).get("origin", "")
         if oid is None:
-            issues.append(Issue("VERIFY_RESOURCE_MISSING", f"resource {role} ({origin} from the source) is in no "
-                                "component's resource table", path="$.components"))
-            rows.append({"role": role, "status": "missing"})
+            issues.append(Issue("VERIFY_RESOURCE_MISSING", f"{cid} resource {role} ({origin} from the source) is not "
+                                f"in components.{cid}.resources", path=f"$.components.{cid}.resources"))
+            rows.append({"component": cid, "role": role, "status": "missing"})
             continue
         got = art.resource(oid)
         same = got == data
-        rows.append({"role": role, "object": oid, "origin": origin, "bytes": len(got),
+        rows.append({"component": cid, "role": role, "object": oid, "origin": origin, "bytes": len(got),
                      "status": "identical" if same else "differs"})
         if not same:
             first = next((i for i, (x, y) in enumerate(zip(got, data, strict=False)) if x != y), min(len(got), len(data)))
-            issues.append(Issue("VERIFY_RESOURCE_MISMATCH", f"resource {role} ({oid}) differs from the one the "
+            issues.append(Issue("VERIFY_RESOURCE_MISMATCH", f"{cid} resource {role} ({oid}) differs from the one the "
                                 f"source gives ({origin}): {len(got)} vs {len(data)} bytes, first difference at byte "
                                 f"{first}", path=oid, detail={"sha256": hashlib.sha256(got).hexdigest(),
                                                               "source_sha256": hashlib.sha256(data).hexdigest()}))

@@ -18,13 +18,17 @@ that it matches none, is ``VERIFY_HEAD_ORDER`` — swapped heads, V heads left t
 interleaved. A head outside tolerance that still matches its own index best is a value problem (gate 4).
 
 Everything is computed by row blocks; head-structured parameters (bounded by one layer's size) are compared
-whole, since their heads may lie along columns.
+whole, since their heads may lie along columns. What is compared is a list of :class:`Target`: the bound
+parameters of every component (:func:`bound_targets`), and the proposal head
+(:func:`converters.gates.proposal.proposal_targets`); head slices follow each component's geometry.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -149,29 +153,47 @@ def object_facts(art, object_ids) -> tuple[str, tuple[str, ...], str]:
     return worst, tuple(dict.fromkeys(formats)), ",".join(sorted(encoders)) or "absmax"
 
 
-def check_parameters(art, model, params, spec) -> ValuesResult:
-    """Gates 4 and 5 over ``params`` (bound parameters of ``model``); ``spec``: the text spec for head slices."""
+@dataclass(frozen=True)
+class Target:
+    """One parameter to compare: its logical ``name``, ``shape`` and ``component``, and ``source()`` giving its
+    expected values (:class:`~converters.gates.decode.SourceRows`)."""
+
+    name: str
+    shape: tuple[int, ...]
+    component: str
+    source: Callable[[], SourceRows]
+
+
+def bound_targets(model, params) -> list[Target]:
+    """:class:`Target` of each bound parameter of ``model`` in ``params``."""
+    return [Target(p.name, tuple(p.shape), p.component, partial(SourceRows, model.sources, p, model.bound))
+            for p in params]
+
+
+def check_parameters(art, targets, geometries: Mapping[str, object] | None = None) -> ValuesResult:
+    """Gates 4 and 5 over ``targets``; ``geometries``: component → head geometry for the head slices
+    (:func:`converters.gates.contract.head_geometry`; a component without one gets row probes only)."""
     out = ValuesResult()
-    for p in params:
-        if p.name not in art.bindings:
+    for t in targets:
+        if t.name not in art.bindings:
             continue  # coverage (gate 2) reports it
         try:
-            a = ArtifactRows(art, p.name, p.shape)
-            s = SourceRows(model.sources, p, model.bound)
+            a = ArtifactRows(art, t.name, t.shape)
+            s = t.source()
             if (a.n_rows, a.k) != (s.n_rows, s.k):
                 continue  # coverage reports the element count
-            _check_one(art, p, a, s, spec, out)
+            _check_one(art, t.name, a, s, (geometries or {}).get(t.component), out)
         except (NinferError, ConverterError, ValueError) as exc:
             msg = getattr(exc, "message", None) or str(exc)
-            out.values.append(Issue("VERIFY_PARAMETER_UNREADABLE", f"{p.name}: {msg}", path=p.name))
+            out.values.append(Issue("VERIFY_PARAMETER_UNREADABLE", f"{t.name}: {msg}", path=t.name))
     return out
 
 
-def _check_one(art, p, a: ArtifactRows, s: SourceRows, spec, out: ValuesResult) -> None:
+def _check_one(art, name: str, a: ArtifactRows, s: SourceRows, spec, out: ValuesResult) -> None:
     exactness, formats, encoder = object_facts(art, a.objects)
     exact = exactness in EXACT_LABELS
     tol = tolerance.EXACT if exact else tolerance.loosest(formats)
-    head_slices = heads(p.name, spec) if spec is not None else None
+    head_slices = heads(name, spec) if spec is not None else None
     st = Stats()
     if head_slices is not None:
         g, w = a.rows(0, a.n_rows), s.rows(0, s.n_rows)
@@ -179,13 +201,13 @@ def _check_one(art, p, a: ArtifactRows, s: SourceRows, spec, out: ValuesResult) 
     else:
         for r0, r1 in row_blocks(a.n_rows, a.k):
             st.add(a.rows(r0, r1), s.rows(r0, r1))
-    ok_values = _judge_values(p.name, st, exact, exactness, tol, encoder, formats, out)
+    ok_values = _judge_values(name, st, exact, exactness, tol, encoder, formats, out)
     ok_order = True
-    row_issues = _row_probe(p.name, st, tol, exact)
+    row_issues = _row_probe(name, st, tol, exact)
     if head_slices is not None:
         axis, slices = head_slices
         shape = (a.n_rows, a.k)
-        head_issues = _head_probe(p.name, g.reshape(shape), w.reshape(shape), axis, slices, tol, exact)
+        head_issues = _head_probe(name, g.reshape(shape), w.reshape(shape), axis, slices, tol, exact)
         if head_issues:
             row_issues = head_issues  # the rows of a misplaced head are its symptom, not a second finding
     if row_issues:
@@ -193,7 +215,7 @@ def _check_one(art, p, a: ArtifactRows, s: SourceRows, spec, out: ValuesResult) 
         out.order += row_issues
     rows = st.rows()
     worst_row = float(np.max(rows[0])) if rows is not None and rows[0].size else None
-    out.checked.append(ParameterCheck(p.name, exactness, formats, st.cosine, st.max_abs, st.max_rel, worst_row,
+    out.checked.append(ParameterCheck(name, exactness, formats, st.cosine, st.max_abs, st.max_rel, worst_row,
                                       ok_values, ok_order))
 
 

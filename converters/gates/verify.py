@@ -4,21 +4,29 @@ Seed 003 §1/§5: a written artifact is not an accepted artifact, and a check th
 wrongly ordered rows. The gates, in order:
 
 1. **structure** — every container rule (``ninfer_core.validate``) and the filesystem checks;
-2. **coverage** — every logical parameter of the architecture and selected components bound in its logical
-   shape with its use, no unconsumed object (from the source's mapping; without a source, the text contract);
+2. **coverage** — every logical parameter of the text model and of every component the artifact declares
+   (MTP, vision, DFlash, DFlash2) bound in its logical shape with its use, no unconsumed object (from the
+   source's mappings; without a source, the text contract and the components' mapping files,
+   :mod:`converters.gates.required`); ``text.proposal``'s head and token map (:mod:`converters.gates.proposal`);
 3. **codec validity** — every object's encoding and bytes (codes, multipliers, padding) and the use
    auxiliaries (Hadamard signs, input columns, activation divisors; :mod:`converters.gates.prerun`);
-4. **values** — each parameter against the source after the mapped transforms: exact where provenance says
-   exact, within the format's tolerance where requantized (:mod:`converters.gates.values`);
+4. **values** — each parameter of every component against the source after the mapped transforms: exact
+   where provenance says exact, within the format's tolerance where requantized
+   (:mod:`converters.gates.values`); the proposal head against the text head's rows at its token ids;
 5. **order probes** — per-row and per-head comparison with the source (:mod:`converters.gates.values`);
-6. **resources** — identical to the source's (and to the sha256 provenance records);
-7. **golden numerics** — reference forward on source and artifact, logits compared
-   (:mod:`converters.gates.numerics`).
+6. **resources** — the text frontend and each component's resources (a vision processor config) identical
+   to the source's, and to the sha256 provenance records;
+7. **golden numerics** — reference forward of the text model on source and artifact, logits compared
+   (:mod:`converters.gates.numerics`). Text only: the components have no reference forward here; gates 2–6
+   cover them.
 
 Gates 4–7 need the source; without ``source`` they are ``skipped`` with the reason "no source" — never
-``pass`` — and the result is ``incomplete``. Gates 4–5 sample layers (the first layer of each kind and the
-last) unless ``sweep`` or explicit ``layers``; gate 7 always runs the whole model on a few tokens.
-A gate that could not run because an earlier one failed (no artifact to read) is ``skipped`` with that reason.
+``pass`` — and the result is ``incomplete``. Components read from inputs of their own come with ``inputs``
+(``{"mmproj": path, "drafter": [paths]}``, as for the conversion; :func:`converters.engine.open_model`).
+Gates 4–5 sample layers (the first layer of each kind and the last, per component) unless ``sweep``;
+explicit ``layers`` choose the text layers (components keep their sample); gate 7 always runs the whole text
+model on a few tokens. A gate that could not run because an earlier one failed (no artifact to read) is
+``skipped`` with that reason.
 """
 
 from __future__ import annotations
@@ -32,17 +40,19 @@ from converters.errors import ConverterError
 from converters.gates.codes import Issue
 from converters.gates.contract import (
     expected_from_bound,
-    expected_text,
+    expected_proposal,
+    head_geometry,
     layer_of,
     text_spec,
-    unsupported_family,
 )
 from converters.gates.coverage import check_coverage
 from converters.gates.numerics import check_golden
 from converters.gates.prerun import check_auxiliaries
+from converters.gates.proposal import check_token_ids, proposal_record, proposal_targets
+from converters.gates.required import expected_from_artifact
 from converters.gates.resources import check_against_source, check_recorded_hashes
 from converters.gates.structure import check_structure, relative_name
-from converters.gates.values import check_parameters
+from converters.gates.values import bound_targets, check_parameters
 from ninfer_core.errors import NinferError
 
 SCHEMA = "ninfer-artifact-verify/v1"
@@ -93,6 +103,7 @@ class VerifyReport:
     layers: list[int] | None
     sweep: bool
     gates: list[GateResult]
+    inputs: dict = field(default_factory=dict)
 
     @property
     def result(self) -> str:
@@ -115,7 +126,7 @@ class VerifyReport:
         return {i.code for g in gates for i in g.issues}
 
     def to_json(self) -> dict:
-        return {"schema": SCHEMA, "artifact": self.artifact, "source": self.source,
+        return {"schema": SCHEMA, "artifact": self.artifact, "source": self.source, "inputs": self.inputs,
                 "layers": "all" if self.sweep else self.layers, "gates": [g.to_dict() for g in self.gates],
                 "result": self.result}
 
@@ -136,14 +147,25 @@ def _components(art) -> tuple[str, ...]:
     return tuple(c for c in art.components if c == "text") or ("text",)
 
 
-def verify(path, source=None, *, sweep: bool = False, layers: Iterable[int] | None = None) -> VerifyReport:
+def _input_names(inputs: dict | None) -> dict:
+    out = {}
+    for name, value in (inputs or {}).items():
+        if value is None or value == []:
+            continue
+        values = value if isinstance(value, list | tuple) else [value]
+        out[name] = [str(getattr(v, "path", v)) for v in values]
+    return out
+
+
+def verify(path, source=None, *, inputs: dict | None = None, sweep: bool = False,
+           layers: Iterable[int] | None = None) -> VerifyReport:
     """Run the seven gates on the artifact whose entry is ``path``, comparing with ``source`` when given
-    (a GGUF file, an HF directory, or an open Source)."""
+    (a GGUF file, an HF directory, or an open Source) and the components' own ``inputs``."""
     path = Path(path)
     gates = {n: GateResult(n, name) for n, name in GATES}
     layer_list = sorted(set(layers)) if layers is not None else None
     report = VerifyReport(str(path), None if source is None else str(getattr(source, "path", source)),
-                          layer_list, sweep, list(gates.values()))
+                          layer_list, sweep, list(gates.values()), _input_names(inputs))
     t0 = time.perf_counter()
     st = check_structure(path)
     gates[1].issues, gates[1].checks = st.container_issues, list(st.checks)
@@ -155,13 +177,13 @@ def verify(path, source=None, *, sweep: bool = False, layers: Iterable[int] | No
             gates[n].skipped = f"the artifact cannot be opened ({st.open_error})"
         return report
     try:
-        _gates_with_artifact(art, path, source, gates, report, sweep, layer_list)
+        _gates_with_artifact(art, source, inputs, gates, report, sweep, layer_list)
     finally:
         st.close()
     return report
 
 
-def _gates_with_artifact(art, path: Path, source, gates, report, sweep, layer_list) -> None:
+def _gates_with_artifact(art, source, inputs, gates, report, sweep, layer_list) -> None:
     text = art.components.get("text")
     config = dict(text.config) if text is not None else {}
     only_layer = art.provenance.get("only_layer")
@@ -169,28 +191,37 @@ def _gates_with_artifact(art, path: Path, source, gates, report, sweep, layer_li
     if source is not None:
         from converters.engine import open_model
 
-        model = open_model(source, components=_components(art))
+        model = open_model(source, components=_components(art), inputs=inputs)
     try:
         t0 = time.perf_counter()
         g2 = gates[2]
-        g2.checks = ["bindings_present", "binding_shapes", "uses", "objects_consumed"]
+        g2.checks = ["bindings_present", "binding_shapes", "uses", "objects_consumed", "proposal_token_ids"]
         if model is not None:
             expected = expected_from_bound(model.bound)
-            g2.evidence["parameters_from"] = "source mapping"
-            unchecked = ()
+            record = proposal_record(art)
+            if record is not None:
+                try:
+                    expected.update(expected_proposal(config, record))
+                except ConverterError as exc:
+                    g2.issues.append(Issue("NINFER_CONFIG_INVALID", f"components.text.config: {exc.message}",
+                                           path="$.components.text.config"))
+            unchecked: dict[str, str] = {}
+            g2.evidence["parameters_from"] = "source mappings" + (" and text.proposal" if record else "")
         else:
-            try:
-                expected = expected_text(config)
-            except ConverterError as exc:
-                if not unsupported_family(exc):
-                    g2.issues.append(Issue("NINFER_CONFIG_INVALID", f"components.text.config: {exc.message} "
-                                           f"({exc.json_path})", path="$.components.text.config"))
-                expected = {}
-            g2.evidence["parameters_from"] = "text contract (no source)"
-            unchecked = tuple(c for c in art.components if c != "text" or not expected)
+            want = expected_from_artifact(art)
+            expected, unchecked = want.expected, want.unchecked
+            g2.issues += want.issues
+            g2.evidence["parameters_from"] = want.sources
         g2.issues += _guarded(g2, lambda: check_coverage(art, expected, unchecked=unchecked,
                                                          only_layer=only_layer if isinstance(only_layer, int) else None), [])
-        g2.evidence.update(parameters=len(expected), bindings=len(art.bindings), objects=len(art.objects))
+        id_issues, token_ids = _guarded(g2, lambda: check_token_ids(art, config), ([], None))
+        g2.issues += id_issues
+        per_component: dict[str, int] = {}
+        for e in expected.values():
+            key = "proposal" if e.name.startswith("proposal/") else e.component
+            per_component[key] = per_component.get(key, 0) + 1
+        g2.evidence.update(parameters=len(expected), by_component=per_component, bindings=len(art.bindings),
+                           objects=len(art.objects))
         g2.seconds = time.perf_counter() - t0
         t0 = time.perf_counter()
         aux_issues, counts = _guarded(gates[3], lambda: check_auxiliaries(art, {n: e.shape for n, e in expected.items()}),
@@ -212,63 +243,98 @@ def _gates_with_artifact(art, path: Path, source, gates, report, sweep, layer_li
             gates[6].skipped = f"{NO_SOURCE} ({n_hashed} resource(s) match the sha256 provenance records)"
             gates[6].seconds = time.perf_counter() - t0
             return
-        _source_gates(art, model, config, gates, report, sweep, layer_list)
+        _source_gates(art, model, config, gates, report, sweep, layer_list, token_ids)
     finally:
         if model is not None and not hasattr(source, "tensors"):
             model.close()
 
 
-def _source_gates(art, model, config, gates, report, sweep, layer_list) -> None:
-    t0 = time.perf_counter()
-    g4, g5 = gates[4], gates[5]
-    g4.issues += _source_identity(art, model)
+def _chosen_layers(model, sweep, layer_list) -> dict[str, list[int]]:
+    """Component → the layers gates 4–5 compare: all with ``sweep``; the text layers ``layer_list`` when
+    given; else the first layer of each kind and the last (:func:`sample_layers`), per component."""
     n_layers = len(model.bound.layer_kinds)
     if sweep:
-        chosen = list(range(n_layers))
+        text = list(range(n_layers))
     elif layer_list is not None:
         bad = [i for i in layer_list if not 0 <= i < n_layers]
         if bad:
             raise ConverterError(f"--layers {bad[0]}: the model has layers 0..{n_layers - 1}", rule="verify_layers")
-        chosen = layer_list
+        text = layer_list
     else:
-        chosen = sample_layers(list(model.bound.layer_kinds))
-    report.layers = chosen
-    params = [p for p in model.bound.parameters if p.layer is None or p.layer in chosen]
+        text = sample_layers(list(model.bound.layer_kinds))
+    out = {"text": text}
+    for cid, rec in model.component_records.items():
+        kinds = list(rec.args.layer_kinds())
+        out[cid] = list(range(len(kinds))) if sweep else sample_layers(kinds)
+    return out
+
+
+def _source_gates(art, model, config, gates, report, sweep, layer_list, token_ids) -> None:
+    t0 = time.perf_counter()
+    g4, g5 = gates[4], gates[5]
+    g4.issues += _source_identity(art, model)
+    chosen = _chosen_layers(model, sweep, layer_list)
+    report.layers = chosen["text"]
+    params = [p for p in model.bound.parameters if p.layer is None or p.layer in chosen.get(p.component, ())]
     try:
         spec = text_spec(config)
     except ConverterError:
         spec = None
-    res = check_parameters(art, model, params, spec)
+    geometries = {c: head_geometry(c, spec, getattr(model.component_records.get(c), "args", None))
+                  for c in ("text", *model.component_records)}
+    extra, proposal_note = proposal_targets(art, model, token_ids)
+    res = check_parameters(art, bound_targets(model, params) + extra, geometries)
     g4.issues += res.values
     g5.issues += res.order
     g4.checks = ["exact_equality", "format_tolerance"]
     g5.checks = ["row_values", "row_norms", "head_slices"]
     checked = [c.to_dict() for c in res.checked]
-    layers_bound = sorted({layer_of(p.name) for p in model.bound.parameters if p.name in art.bindings} - {None})
-    g4.evidence = {"layers": chosen, "layers_bound": f"{len(layers_bound)} of {n_layers}", "parameters": len(checked),
+    n_layers = len(model.bound.layer_kinds)
+    layers_bound = sorted({layer_of(p.name) for p in model.bound.parameters
+                           if p.component == "text" and p.name in art.bindings} - {None})
+    components = {}
+    for cid in model.component_records:
+        names = {p.name for p in params if p.component == cid}
+        components[cid] = {"layers": chosen[cid], "parameters": sum(c["name"] in names for c in checked)}
+    if proposal_record(art) is not None:
+        components["proposal"] = {"parameters": sum(c["name"].startswith("proposal/") for c in checked),
+                                  **({"note": proposal_note} if proposal_note else {})}
+    g4.evidence = {"layers": chosen["text"], "layers_bound": f"{len(layers_bound)} of {n_layers}",
+                   "parameters": len(checked),
                    "exact": sum(c["exactness"] in ("bit-exact", "value-exact") for c in checked),
-                   "worst_cosine": min((c["cosine"] for c in checked), default=None), "per_parameter": checked}
+                   "worst_cosine": min((c["cosine"] for c in checked), default=None),
+                   **({"components": components} if components else {}), "per_parameter": checked}
     g5.evidence = {"parameters": len(checked),
                    "worst_row_rel": max((c["worst_row_rel"] or 0 for c in checked), default=None)}
     g4.seconds = g5.seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
     issues, n_hashed = _guarded(gates[6], lambda: check_recorded_hashes(art), ([], 0))
-    src_issues, rows = _guarded(gates[6], lambda: check_against_source(art, model.source), ([], []))
+    src_issues, rows = _guarded(gates[6], lambda: check_against_source(art, model.source, model.component_records),
+                                ([], []))
     gates[6].issues += issues + src_issues
-    gates[6].checks = ["recorded_sha256", "source_resources"]
+    gates[6].checks = ["recorded_sha256", "source_resources", "component_resources"]
     gates[6].evidence = {"resources": rows, "recorded_hashes_checked": n_hashed}
     gates[6].seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
     g7 = gates[7]
-    if any(i.code in ("NINFER_BINDING_MISSING", "NINFER_BINDING_SHAPE") for i in gates[2].issues) or \
-            any(i.code == "VERIFY_PARAMETER_UNREADABLE" for i in g4.issues):
-        g7.skipped = "bindings missing or unreadable (gates 2/4); the forward pass needs every parameter"
+    if any(i.code in ("NINFER_BINDING_MISSING", "NINFER_BINDING_SHAPE") and _is_text(i.path) for i in gates[2].issues) or \
+            any(i.code == "VERIFY_PARAMETER_UNREADABLE" and _is_text(i.path) for i in g4.issues):
+        g7.skipped = "text bindings missing or unreadable (gates 2/4); the forward pass needs every text parameter"
     else:
         g7.issues, g7.evidence = _guarded(g7, lambda: check_golden(art, model, config), ([], {}))
         g7.checks = ["forward_source", "forward_artifact", "top1", "cosine", "max_abs_error"]
         if any(i.code == "VERIFY_GOLDEN_UNAVAILABLE" for i in g7.issues):
             g7.skipped = g7.issues[0].evidence
+    others = [c for c in art.components if c != "text"] + (["proposal"] if proposal_record(art) else [])
+    g7.evidence["covers"] = "text" + (f" only (no reference forward for {', '.join(others)}: gates 2-6 check "
+                                      "them)" if others else "")
     g7.seconds = time.perf_counter() - t0
+
+
+def _is_text(path: str | None) -> bool:
+    """Whether a coverage or values finding concerns a text parameter (the golden forward reads only those)."""
+    name = (path or "").removeprefix("$.bindings.")
+    return name.startswith("text/") or not name
 
 
 def _guarded(gate: GateResult, run, default):
