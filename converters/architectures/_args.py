@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from converters.errors import ConversionError
@@ -57,3 +58,27 @@ def _check(name: str, value: Any, hint: Any, file: str | None) -> Any:
 
 def fail(message: str, *, field: str, file: str | None = None) -> None:
     raise ConversionError(message, file=file, json_path=f"config.{field}", rule="config_inconsistent")
+
+
+def require_multiple(a, name: str, divisor: str, *, field: str, file: str | None = None) -> None:
+    """Fail (naming ``field``) unless ``a.<name>`` is a multiple of ``a.<divisor>``."""
+    if getattr(a, name) % getattr(a, divisor):
+        fail(f"{name} {getattr(a, name)} is not a multiple of {divisor} {getattr(a, divisor)}", field=field, file=file)
+
+
+@dataclass(frozen=True)
+class AttentionArgs:
+    """The transformers ``Qwen3Config`` fields every decoder with (grouped-query) attention and a dense MLP
+    width reads, in config order; an architecture's ``Args`` subclasses it and appends its own fields."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+
+    def check_heads(self, file: str | None) -> None:
+        """Attention heads a multiple of KV heads (grouped-query attention)."""
+        require_multiple(self, "num_attention_heads", "num_key_value_heads", field="num_key_value_heads", file=file)

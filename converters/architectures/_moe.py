@@ -1,9 +1,10 @@
 """Config checks shared by the mixture-of-experts architectures (:mod:`.qwen3_moe`, :mod:`.qwen35_moe`,
-:mod:`.qwen3_next`): consistency rules a config must meet before any mapping expression uses it."""
+:mod:`.qwen3_next`) and the hybrid schedule they share with :mod:`.qwen35`: consistency rules a config
+must meet before any mapping expression uses it."""
 
 from __future__ import annotations
 
-from converters.architectures._args import fail
+from converters.architectures._args import fail, require_multiple
 
 HYBRID_KINDS = ("linear_attention", "full_attention")
 
@@ -13,9 +14,7 @@ def check_moe(a, dense: tuple[int, ...], file: str | None) -> None:
     if a.num_experts_per_tok > a.num_experts:
         fail(f"num_experts_per_tok {a.num_experts_per_tok} exceeds num_experts {a.num_experts}",
              field="num_experts_per_tok", file=file)
-    if a.num_attention_heads % a.num_key_value_heads:
-        fail(f"num_attention_heads {a.num_attention_heads} is not a multiple of num_key_value_heads "
-             f"{a.num_key_value_heads}", field="num_key_value_heads", file=file)
+    require_multiple(a, "num_attention_heads", "num_key_value_heads", field="num_key_value_heads", file=file)
     bad = [n for n in dense if not 0 <= n < a.num_hidden_layers]
     if bad or len(set(dense)) != len(dense):
         fail(f"mlp_only_layers {list(dense)} must be distinct layers in 0..{a.num_hidden_layers - 1}",
@@ -30,6 +29,4 @@ def check_hybrid(a, file: str | None) -> None:
     for i, kind in enumerate(a.layer_types):
         if kind not in HYBRID_KINDS:
             fail(f"layer_types[{i}] = {kind!r} is not one of {HYBRID_KINDS}", field="layer_types", file=file)
-    if a.linear_num_value_heads % a.linear_num_key_heads:
-        fail(f"linear_num_value_heads {a.linear_num_value_heads} is not a multiple of linear_num_key_heads "
-             f"{a.linear_num_key_heads}", field="linear_num_value_heads", file=file)
+    require_multiple(a, "linear_num_value_heads", "linear_num_key_heads", field="linear_num_value_heads", file=file)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from converters.architectures._args import args_from_config, fail
+from converters.architectures._args import AttentionArgs, args_from_config
 
 NAME = "dflash"
 COMPONENT = "dflash"
@@ -40,29 +40,17 @@ def flat_config(config: Mapping) -> dict:
 
 
 @dataclass(frozen=True)
-class Args:
+class Args(AttentionArgs):
     """The drafter config fields the DFlash mapping reads (transformers ``Qwen3Config`` names plus
     ``num_target_features``)."""
 
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
     num_target_features: int
 
     @classmethod
     def from_config(cls, config: dict, *, file: str | None = None) -> Args:
-        return check(args_from_config(cls, flat_config(config), file=file), file)
+        a = args_from_config(cls, flat_config(config), file=file)
+        a.check_heads(file)
+        return a
 
     def layer_kinds(self) -> list[str]:
         return ["decoder"] * self.num_hidden_layers
-
-
-def check(a, file: str | None):
-    if a.num_attention_heads % a.num_key_value_heads:
-        fail(f"num_attention_heads {a.num_attention_heads} is not a multiple of num_key_value_heads "
-             f"{a.num_key_value_heads}", field="num_key_value_heads", file=file)
-    return a

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from converters.architectures._args import args_from_config, fail
-from converters.architectures.dflash import check, flat_config
+from converters.architectures import dflash
+from converters.architectures._args import require_multiple
 
 NAME = "dflash2"
 COMPONENT = "dflash2"
@@ -22,28 +22,15 @@ LAYER_KINDS = ("decoder",)
 
 
 @dataclass(frozen=True)
-class Args:
+class Args(dflash.Args):
     """:class:`converters.architectures.dflash.Args` plus the convolution and selector sizes."""
 
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    num_target_features: int
     conv_kernel_size: int
     conv_group_size: int
     selector_rank: int
 
     @classmethod
     def from_config(cls, config: dict, *, file: str | None = None) -> Args:
-        a = check(args_from_config(cls, flat_config(config), file=file), file)
-        if a.hidden_size % a.conv_group_size:
-            fail(f"hidden_size {a.hidden_size} is not a multiple of conv_group_size {a.conv_group_size}",
-                 field="dflash_config.conv_group_size", file=file)
+        a = super().from_config(config, file=file)
+        require_multiple(a, "hidden_size", "conv_group_size", field="dflash_config.conv_group_size", file=file)
         return a
-
-    def layer_kinds(self) -> list[str]:
-        return ["decoder"] * self.num_hidden_layers

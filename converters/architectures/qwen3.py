@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from converters.architectures._args import args_from_config, fail
+from converters.architectures._args import AttentionArgs, args_from_config
 
 NAME = "qwen3"
 HF_ARCHITECTURES = ("Qwen3ForCausalLM",)
@@ -17,24 +17,15 @@ LAYER_KINDS = ("full_attention",)
 
 
 @dataclass(frozen=True)
-class Args:
+class Args(AttentionArgs):
     """The Qwen3Config fields the mapping reads (transformers ``Qwen3Config`` names)."""
 
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
     tie_word_embeddings: bool
 
     @classmethod
     def from_config(cls, config: dict, *, file: str | None = None) -> Args:
         args = args_from_config(cls, config, file=file)
-        if args.num_attention_heads % args.num_key_value_heads:
-            fail(f"num_attention_heads {args.num_attention_heads} is not a multiple of "
-                 f"num_key_value_heads {args.num_key_value_heads}", field="num_key_value_heads", file=file)
+        args.check_heads(file)
         return args
 
     def layer_kinds(self) -> list[str]:

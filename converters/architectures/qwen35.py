@@ -10,26 +10,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from converters.architectures._args import args_from_config, fail
+from converters.architectures._args import AttentionArgs, args_from_config, fail
+from converters.architectures._moe import HYBRID_KINDS, check_hybrid
 
 NAME = "qwen35"
 HF_ARCHITECTURES = ("Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration")
 GGUF_ARCHITECTURES = ("qwen35",)
 MAPPINGS = {"text": "qwen35.yaml"}
-LAYER_KINDS = ("linear_attention", "full_attention")
+LAYER_KINDS = HYBRID_KINDS
 
 
 @dataclass(frozen=True)
-class Args:
+class Args(AttentionArgs):
     """The Qwen3_5TextConfig fields the mapping reads (transformers names)."""
 
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
     tie_word_embeddings: bool
     layer_types: tuple[str, ...]
     linear_num_key_heads: int
@@ -42,18 +36,8 @@ class Args:
     @classmethod
     def from_config(cls, config: dict, *, file: str | None = None) -> Args:
         a = args_from_config(cls, config, file=file)
-        if len(a.layer_types) != a.num_hidden_layers:
-            fail(f"layer_types has {len(a.layer_types)} entries for {a.num_hidden_layers} layers",
-                 field="layer_types", file=file)
-        for i, kind in enumerate(a.layer_types):
-            if kind not in LAYER_KINDS:
-                fail(f"layer_types[{i}] = {kind!r} is not one of {LAYER_KINDS}", field="layer_types", file=file)
-        if a.linear_num_value_heads % a.linear_num_key_heads:
-            fail(f"linear_num_value_heads {a.linear_num_value_heads} is not a multiple of "
-                 f"linear_num_key_heads {a.linear_num_key_heads}", field="linear_num_value_heads", file=file)
-        if a.num_attention_heads % a.num_key_value_heads:
-            fail(f"num_attention_heads {a.num_attention_heads} is not a multiple of "
-                 f"num_key_value_heads {a.num_key_value_heads}", field="num_key_value_heads", file=file)
+        check_hybrid(a, file)
+        a.check_heads(file)
         if not a.attn_output_gate:
             fail("attn_output_gate is false: the qwen35 mapping only knows the gated query",
                  field="attn_output_gate", file=file)

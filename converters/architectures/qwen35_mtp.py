@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from converters.architectures._args import args_from_config, fail
+from converters.architectures._args import AttentionArgs, args_from_config, fail
 
 NAME = "qwen35_mtp"
 COMPONENT = "mtp"
@@ -24,25 +24,16 @@ LAYER_KINDS = ("full_attention",)
 
 
 @dataclass(frozen=True)
-class Args:
+class Args(AttentionArgs):
     """The target (Qwen3_5TextConfig) fields the MTP mapping reads."""
 
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
     mtp_num_hidden_layers: int
     attn_output_gate: bool
 
     @classmethod
     def from_config(cls, config: dict, *, file: str | None = None) -> Args:
         a = args_from_config(cls, config, file=file)
-        if a.num_attention_heads % a.num_key_value_heads:
-            fail(f"num_attention_heads {a.num_attention_heads} is not a multiple of "
-                 f"num_key_value_heads {a.num_key_value_heads}", field="num_key_value_heads", file=file)
+        a.check_heads(file)
         if not a.attn_output_gate:
             fail("attn_output_gate is false: the MTP layers of the mapping use the gated query",
                  field="attn_output_gate", file=file)

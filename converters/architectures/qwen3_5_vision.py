@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from converters.architectures._args import args_from_config, fail
+from converters.architectures._args import args_from_config, require_multiple
 
 NAME = "qwen3_5_vision"
 COMPONENT = "vision"
@@ -39,9 +39,7 @@ class Args:
     @classmethod
     def from_config(cls, config: dict, *, file: str | None = None) -> Args:
         a = args_from_config(cls, config, file=file)
-        if a.hidden_size % a.num_heads:
-            fail(f"hidden_size {a.hidden_size} is not a multiple of num_heads {a.num_heads}", field="num_heads",
-                 file=file)
+        require_multiple(a, "hidden_size", "num_heads", field="num_heads", file=file)
         return a
 
     def layer_kinds(self) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from converters.architectures._args import args_from_config
+from converters.architectures._args import AttentionArgs, args_from_config
 from converters.architectures._moe import check_moe
 
 NAME = "qwen3_moe"
@@ -22,16 +22,9 @@ LAYER_KINDS = ("full_attention_moe", "full_attention_dense")
 
 
 @dataclass(frozen=True)
-class Args:
+class Args(AttentionArgs):
     """The Qwen3MoeConfig fields the mapping reads (transformers names)."""
 
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
     tie_word_embeddings: bool
     num_experts: int
     num_experts_per_tok: int

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from converters.architectures._args import args_from_config
+from converters.architectures._args import AttentionArgs, args_from_config
 from converters.architectures._moe import HYBRID_KINDS, check_hybrid, check_moe
 
 NAME = "qwen3_next"
@@ -22,16 +22,9 @@ LAYER_KINDS = tuple(f"{mixer}_{ffn}" for mixer in HYBRID_KINDS for ffn in ("moe"
 
 
 @dataclass(frozen=True)
-class Args:
+class Args(AttentionArgs):
     """The Qwen3NextConfig fields the mapping reads (transformers names)."""
 
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
     tie_word_embeddings: bool
     layer_types: tuple[str, ...]
     linear_num_key_heads: int
