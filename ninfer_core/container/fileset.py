@@ -14,14 +14,13 @@ published without its entry.
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
 import threading
 import weakref
 from pathlib import Path
 
-from ninfer_core.container.framing import PAGE, EntryHeader, PartHeader
+from ninfer_core.container.framing import EntryHeader, PartHeader
 from ninfer_core.container.planner import FilePlan
 from ninfer_core.container.tempfiles import fsync_directory, new_token, publish_noreplace, temp_name
 from ninfer_core.errors import ArtifactExistsError, WriterError
@@ -83,13 +82,6 @@ class FileSetWriter:
         self.artifact_id = artifact_id
         self.durable = durable
         self.finals = [entry if n is None else entry.parent / n for n in plan.names]
-        starts, offsets, pos = [], [], 0
-        for i, size in enumerate(plan.sizes):
-            offsets.append(pos)
-            starts.append(plan.entry_payload_start if i == 0 else PAGE)
-            pos += size
-        self._file_offsets = offsets
-        self._payload_starts = starts
         self._cond = threading.Condition()
         self._inflight = 0
         self._closed = False
@@ -155,16 +147,8 @@ class FileSetWriter:
         if offset < 0 or end > self.plan.payload_bytes:
             raise WriterError(f"write [{offset}, {end}) is outside the payload [0, {self.plan.payload_bytes})",
                               file=str(self.entry), section="§11.2", rule="write_range")
-        i = bisect.bisect_right(self._file_offsets, offset) - 1
-        pos = offset
-        while pos < end:
-            f_end = self._file_offsets[i] + self.plan.sizes[i]
-            b = min(end, f_end)
-            if b > pos:
-                file_offset = self._payload_starts[i] + (pos - self._file_offsets[i])
-                self._guarded_write(i, data[pos - offset:b - offset], file_offset)
-                pos = b
-            i += 1
+        for i, start, stop, file_offset in self.plan.file_spans(offset, end):
+            self._guarded_write(i, data[start - offset:stop - offset], file_offset)
 
     def _guarded_write(self, index: int, data: memoryview, file_offset: int) -> None:
         with self._cond:

@@ -14,6 +14,10 @@ exactly on a 4096 boundary (no alignment zone), e.g. 65504 for a payload startin
 
 from __future__ import annotations
 
+import bisect
+import functools
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ninfer_core.container import jsontext
@@ -48,8 +52,31 @@ class FilePlan:
         return sum(self.sizes)
 
     def file_bytes(self, index: int) -> int:
-        start = self.entry_payload_start if index == 0 else PAGE
-        return start + self.sizes[index]
+        return self.payload_start(index) + self.sizes[index]
+
+    def payload_start(self, index: int) -> int:
+        """Where file ``index``'s share of the payload begins inside that file (§3.1 entry, §3.2 parts)."""
+        return self.entry_payload_start if index == 0 else PAGE
+
+    @functools.cached_property
+    def file_offsets(self) -> tuple[int, ...]:
+        """The logical payload offset at which each file's share begins (§11.2)."""
+        return (0, *itertools.accumulate(self.sizes))[:len(self.sizes)]
+
+    def file_spans(self, offset: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+        """The logical payload range ``[offset, end)`` cut at file boundaries (§11.2), as a writer maps
+        it: per file touched, ``(index, start, stop, file_offset)`` — the logical sub-range
+        ``[start, stop)`` and where it begins in file ``index``. The caller checks the range lies in the
+        payload."""
+        offsets = self.file_offsets
+        i = bisect.bisect_right(offsets, offset) - 1
+        pos = offset
+        while pos < end:
+            stop = min(end, offsets[i] + self.sizes[i])
+            if stop > pos:
+                yield i, pos, stop, self.payload_start(i) + (pos - offsets[i])
+                pos = stop
+            i += 1
 
 
 def place(offset: int, kind: str) -> int:

@@ -27,7 +27,6 @@ staging directory, not to a process, and ``cleanup_temporaries`` never touches t
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
 import logging
@@ -41,7 +40,6 @@ from typing import Any
 
 from ninfer_core.container.contentid import content_artifact_id
 from ninfer_core.container.fileset import FileSetWriter, check_targets_free, file_head
-from ninfer_core.container.framing import PART_PAYLOAD_START
 from ninfer_core.container.planner import FilePlan
 from ninfer_core.container.tempfiles import fsync_directory, publish_noreplace
 from ninfer_core.container.writer import _byte_view, _chunks, replaced_provenance
@@ -92,12 +90,6 @@ class StagedArtifact:
         self._touched: set[int] = set()
         self._queued: list[tuple[int, dict]] = []
         self._token, self._batches = secrets.token_hex(4), 0
-        starts, offsets, pos = [], [], 0
-        for i, size in enumerate(self.plan.sizes):
-            offsets.append(pos)
-            starts.append(self.plan.entry_payload_start if i == 0 else PART_PAYLOAD_START)
-            pos += size
-        self._file_offsets, self._payload_starts = offsets, starts
 
     # ---- creating and opening ------------------------------------------------------------------------
 
@@ -173,19 +165,10 @@ class StagedArtifact:
         if offset < 0 or end > self.plan.payload_bytes:
             raise WriterError(f"write [{offset}, {end}) is outside the payload [0, {self.plan.payload_bytes})",
                               file=str(self.staging), section="§11.2", rule="write_range")
-        i = bisect.bisect_right(self._file_offsets, offset) - 1
-        pos = offset
-        while pos < end:
-            f_end = self._file_offsets[i] + self.plan.sizes[i]
-            b = min(end, f_end)
-            if b > pos:
-                fd = self._fd(i)
-                FileSetWriter._pwrite_all(fd, view[pos - offset:b - offset],
-                                          self._payload_starts[i] + (pos - self._file_offsets[i]),
-                                          self.staging / _file_name(i))
-                touched.add(i)
-                pos = b
-            i += 1
+        for i, start, stop, file_offset in self.plan.file_spans(offset, end):
+            FileSetWriter._pwrite_all(self._fd(i), view[start - offset:stop - offset], file_offset,
+                                      self.staging / _file_name(i))
+            touched.add(i)
 
     def write_object(self, object_id: str, chunks, *,
                      note: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
