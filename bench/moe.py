@@ -39,6 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.convert import _cp_seconds
+
 GIB = 1 << 30
 MIB = 1 << 20
 BANK_BYTES = 6 * GIB
@@ -120,16 +122,6 @@ def _child(src: Path, out: Path, recipe: str, workers: int, limit: int,
     if proc.returncode != 0:
         raise RuntimeError(f"{recipe} conversion under {rlimit}={limit} failed: {stderr.decode()[-2000:]}")
     return json.loads(stdout.decode().strip().splitlines()[-1]), int(usage.ru_maxrss) * 1024
-
-
-def _cp_seconds(src: Path, dst: Path) -> float:
-    os.sync()
-    started = time.perf_counter()
-    subprocess.run(["cp", str(src), str(dst)], check=True)
-    os.sync()
-    seconds = time.perf_counter() - started
-    dst.unlink()
-    return seconds
 
 
 def _spot_check(src: Path, out: Path, cfg: dict) -> float:
