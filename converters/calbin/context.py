@@ -13,6 +13,7 @@ from typing import Any
 
 from converters.calbin.codes import CODES
 from converters.calbin.grammar import Metadata
+from converters.calbin.yamlio import YamlLoadError, load_yaml
 from converters.report import Finding, Report
 
 #: Findings of one code listed per file before the rest are only counted (a broken 40k-line
@@ -91,6 +92,20 @@ class Ctx:
 
     def path(self, rel: str) -> Path:
         return self.root.joinpath(*rel.split("/"))
+
+    def load_mapping(self, rel: str, what: str = "a mapping") -> dict | None:
+        """The YAML file ``rel`` (:func:`~converters.calbin.yamlio.load_yaml`) when its top level is a
+        mapping; else None after a ``YAML_DUPLICATE_KEY`` / ``YAML_PARSE`` finding (``what`` names the
+        mapping expected in the evidence)."""
+        try:
+            doc = load_yaml(self.path(rel), rel)
+        except YamlLoadError as exc:
+            self.emit("YAML_DUPLICATE_KEY" if exc.duplicate else "YAML_PARSE", exc.message, file=rel, line=exc.line)
+            return None
+        if not isinstance(doc, dict):
+            self.emit("YAML_PARSE", f"top level is {type(doc).__name__}, not {what}", file=rel)
+            return None
+        return doc
 
     @property
     def model_name(self) -> str | None:

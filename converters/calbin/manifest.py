@@ -22,7 +22,6 @@ checks never see it.
 from __future__ import annotations
 
 from converters.calbin.context import Ctx
-from converters.calbin.yamlio import YamlLoadError, load_yaml
 
 INT, NUM, BOOL, STR, MAP, SHAPE = "int", "number", "bool", "string", "mapping", "shape"
 
@@ -86,13 +85,8 @@ def load(ctx: Ctx) -> None:
     if rel is None or ctx.files[rel].size == 0:
         return
     ctx.check("B", "yaml_safe_load")
-    try:
-        doc = load_yaml(ctx.path(rel), rel)
-    except YamlLoadError as exc:
-        ctx.emit("YAML_DUPLICATE_KEY" if exc.duplicate else "YAML_PARSE", exc.message, file=rel, line=exc.line)
-        return
-    if not isinstance(doc, dict):
-        ctx.emit("YAML_PARSE", f"top level is {type(doc).__name__}, not a mapping", file=rel)
+    doc = ctx.load_mapping(rel)
+    if doc is None:
         return
     ctx.check("B", "manifest_keys_and_types")
     _fields(ctx, doc, TOP_FIELDS, "", rel)

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from converters.calbin.context import Ctx, Submodel
 from converters.calbin.dtypes import tensor_bytes
 from converters.calbin.intervals import coverage
-from converters.calbin.yamlio import YamlLoadError, load_yaml
 
 _SLOT_RE = re.compile(r"(args|outs)_(\d+)")
 _ROLE_RE = re.compile(r"(const|input)_(\d+)")
@@ -82,13 +81,8 @@ def load_ops(ctx: Ctx, sub: Submodel) -> None:
     if len(rels) > 1:
         ctx.emit("OP_YAML_SCHEMA", f"{len(rels)} op I/O YAML files in one submodel; using {rel}", file=rels[1])
     ctx.check("B", "op_yaml_schema")
-    try:
-        doc = load_yaml(ctx.path(rel), rel)
-    except YamlLoadError as exc:
-        ctx.emit("YAML_DUPLICATE_KEY" if exc.duplicate else "YAML_PARSE", exc.message, file=rel, line=exc.line)
-        return
-    if not isinstance(doc, dict):
-        ctx.emit("YAML_PARSE", f"top level is {type(doc).__name__}, not a mapping of op instances", file=rel)
+    doc = ctx.load_mapping(rel, "a mapping of op instances")
+    if doc is None:
         return
     graph = OpGraph(rel)
     for op, slots in doc.items():
