@@ -5,7 +5,8 @@
 Weights come from an mmproj GGUF when ``--mmproj`` is given (llama.cpp never writes the tower into the
 text GGUF), else from the HF checkpoint's ``model.visual.*``; giving both is refused (two towers, no way to
 know which was meant). The config is :func:`converters.config_normalize.explain_vision_config` of that
-input; its ``out_hidden_size`` must be the text hidden size (the merger projects into the text model).
+input (an mmproj marking deepstack layers is read as the Qwen3-VL tower, ``qwen3_vl``, with its deepstack
+mergers; the project converts no Qwen3-VL text model, so it is accepted beside any supported one); its ``out_hidden_size`` must be the text hidden size (the merger projects into the text model).
 
 Resources: the HF directory's ``preprocessor_config.json`` / ``video_preprocessor_config.json`` copied
 byte-for-byte (when the main input is an HF directory, even with ``--mmproj``); with a GGUF main input, a
@@ -50,7 +51,10 @@ def resolve(ctx: Context, component: str = "vision") -> Component:
     source = mmproj if mmproj is not None else main
     text_gguf_arch = main.metadata.get("general.architecture") if main.kind == "gguf" else (
         ctx.text_architecture.GGUF_ARCHITECTURES[0] if ctx.text_architecture.GGUF_ARCHITECTURES else None)
-    explained = explain_vision_config(source, text_arch=text_gguf_arch if mmproj is not None else None)
+    deepstack = mmproj is not None and any(mmproj.metadata.get("clip.vision.is_deepstack_layers") or [])
+    # an mmproj that marks deepstack layers is a Qwen3-VL tower whatever the text model (explain_vision_config)
+    explained = explain_vision_config(source, text_arch=text_gguf_arch if mmproj is not None and not deepstack
+                                      else None)
     config = explained.config
     vfile = str(getattr(source, "path", ""))
     if config.get("model_type") not in qwen3_5_vision.MODEL_TYPES:
