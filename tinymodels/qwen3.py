@@ -145,16 +145,26 @@ def mlp_specs(prefix: str, cfg: Mapping) -> list[TensorSpec]:
 
 def tensor_specs(cfg: Mapping) -> list[TensorSpec]:
     """Every HF tensor of the checkpoint, in a stable order."""
+    return decoder_specs(cfg, ["full_attention"] * cfg["num_hidden_layers"],
+                         lambda p, kind: attention_specs(p, cfg, "norm_one", gated=False),
+                         lambda p, layer: mlp_specs(p, cfg), "norm_one")
+
+
+def decoder_specs(cfg: Mapping, layer_kinds: Iterable[str], mixer: Callable[[str, str], list],
+                  ffn: Callable[[str, int], list], norm: str) -> list:
+    """A decoder's text tensors in HF order: the ``global_specs`` head, then per layer (one per entry of
+    ``layer_kinds``) ``input_layernorm``, ``mixer(prefix, kind)``, ``post_attention_layernorm`` and
+    ``ffn(prefix, layer)``, then ``model.norm`` and the tail; every norm of TensorSpec kind ``norm``."""
     head, tail = global_specs(cfg)
     specs = list(head)
     h = cfg["hidden_size"]
-    for layer in range(cfg["num_hidden_layers"]):
+    for layer, kind in enumerate(layer_kinds):
         p = f"model.layers.{layer}"
-        specs.append(TensorSpec(f"{p}.input_layernorm.weight", (h,), "norm_one"))
-        specs += attention_specs(p, cfg, "norm_one", gated=False)
-        specs.append(TensorSpec(f"{p}.post_attention_layernorm.weight", (h,), "norm_one"))
-        specs += mlp_specs(p, cfg)
-    return specs + [TensorSpec("model.norm.weight", (h,), "norm_one")] + tail
+        specs.append(TensorSpec(f"{p}.input_layernorm.weight", (h,), norm))
+        specs += mixer(p, kind)
+        specs.append(TensorSpec(f"{p}.post_attention_layernorm.weight", (h,), norm))
+        specs += ffn(p, layer)
+    return specs + [TensorSpec("model.norm.weight", (h,), norm)] + tail
 
 
 def hf_tensors(cfg: Mapping, seed: int = 0) -> dict[str, np.ndarray]:

@@ -38,7 +38,7 @@ of 32, conv kernel 4; untied head. No MTP layers unless ``mtp_num_hidden_layers`
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import gguf
@@ -128,19 +128,17 @@ def tensor_specs(cfg: Mapping) -> list[TensorSpec]:
 
 def text_specs(cfg: Mapping) -> list[TensorSpec]:
     """The text model's HF tensors (``model.*`` and ``lm_head``)."""
-    head, tail = qwen3.global_specs(cfg)
-    specs = list(head)
-    h = cfg["hidden_size"]
-    for layer, kind in enumerate(cfg["layer_types"]):
-        p = f"model.layers.{layer}"
-        specs.append(TensorSpec(f"{p}.input_layernorm.weight", (h,), "norm_zero"))
-        if kind == "full_attention":
-            specs += qwen3.attention_specs(p, cfg, "norm_zero", gated=True)
-        else:
-            specs += _gdn_specs(p, cfg)
-        specs.append(TensorSpec(f"{p}.post_attention_layernorm.weight", (h,), "norm_zero"))
-        specs += qwen3.mlp_specs(p, cfg)
-    return specs + [TensorSpec("model.norm.weight", (h,), "norm_zero")] + tail
+    return hybrid_specs(cfg, _gdn_specs, lambda p, layer: qwen3.mlp_specs(p, cfg))
+
+
+def hybrid_specs(cfg: Mapping, gdn_specs: Callable[[str, Mapping], list], ffn: Callable[[str, int], list]) -> list:
+    """The text tensors of the hybrid schedule (Qwen3.5, Qwen3.5-MoE, Qwen3-Next): per ``layer_types``
+    entry gated full attention or ``gdn_specs(prefix, cfg)``, then ``ffn(prefix, layer)``; zero-centred
+    norms (:func:`tinymodels.qwen3.decoder_specs`)."""
+    def mixer(p: str, kind: str) -> list:
+        return qwen3.attention_specs(p, cfg, "norm_zero", gated=True) if kind == "full_attention" else gdn_specs(p, cfg)
+
+    return qwen3.decoder_specs(cfg, cfg["layer_types"], mixer, ffn, "norm_zero")
 
 
 def hf_tensors(cfg: Mapping, seed: int = 0) -> dict[str, np.ndarray]:

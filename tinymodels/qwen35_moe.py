@@ -37,7 +37,6 @@ import numpy as np
 
 from tinymodels import gguf_writer, hf_writer, mtp, qwen3, qwen3_moe, qwen35, tokenizer
 from tinymodels.gguf_writer import PlannedTensor
-from tinymodels.synth import TensorSpec
 
 ARCH = gguf.MODEL_ARCH.QWEN35MOE
 
@@ -69,19 +68,7 @@ def _block(prefix: str, cfg: Mapping, layout: str | None, fused_gate_up: bool) -
 
 def text_specs(cfg: Mapping, expert_layout: str | None = "per_expert", fused_gate_up: bool = False) -> list:
     """Text HF tensors (``expert_layout`` given) or the GGUF-side specs (``None``), in a stable order."""
-    head, tail = qwen3.global_specs(cfg)
-    specs = list(head)
-    h = cfg["hidden_size"]
-    for layer, kind in enumerate(cfg["layer_types"]):
-        p = f"model.layers.{layer}"
-        specs.append(TensorSpec(f"{p}.input_layernorm.weight", (h,), "norm_zero"))
-        if kind == "full_attention":
-            specs += qwen3.attention_specs(p, cfg, "norm_zero", gated=True)
-        else:
-            specs += qwen35._gdn_specs(p, cfg)
-        specs.append(TensorSpec(f"{p}.post_attention_layernorm.weight", (h,), "norm_zero"))
-        specs += _block(p, cfg, expert_layout, fused_gate_up)
-    return specs + [TensorSpec("model.norm.weight", (h,), "norm_zero")] + tail
+    return qwen35.hybrid_specs(cfg, qwen35._gdn_specs, lambda p, layer: _block(p, cfg, expert_layout, fused_gate_up))
 
 
 def mtp_specs(cfg: Mapping, expert_layout: str | None = "per_expert", fused_gate_up: bool = False) -> list:

@@ -204,16 +204,9 @@ def _layer_mlp(prefix: str, cfg: Mapping, layer: int, layout: str | None, fused_
 
 def tensor_specs(cfg: Mapping, expert_layout: str | None = "per_expert", fused_gate_up: bool = False) -> list:
     """HF tensors (``expert_layout`` given) or the GGUF-side specs (``expert_layout=None``), stable order."""
-    head, tail = qwen3.global_specs(cfg)
-    specs = list(head)
-    h = cfg["hidden_size"]
-    for layer in range(cfg["num_hidden_layers"]):
-        p = f"model.layers.{layer}"
-        specs.append(TensorSpec(f"{p}.input_layernorm.weight", (h,), "norm_one"))
-        specs += qwen3.attention_specs(p, cfg, "norm_one", gated=False)
-        specs.append(TensorSpec(f"{p}.post_attention_layernorm.weight", (h,), "norm_one"))
-        specs += _layer_mlp(p, cfg, layer, expert_layout, fused_gate_up)
-    return specs + [TensorSpec("model.norm.weight", (h,), "norm_one")] + tail
+    return qwen3.decoder_specs(cfg, ["full_attention"] * cfg["num_hidden_layers"],
+                               lambda p, kind: qwen3.attention_specs(p, cfg, "norm_one", gated=False),
+                               lambda p, layer: _layer_mlp(p, cfg, layer, expert_layout, fused_gate_up), "norm_one")
 
 
 def hf_tensors(cfg: Mapping, seed: int = 0, expert_layout: str = "per_expert") -> dict[str, np.ndarray]:

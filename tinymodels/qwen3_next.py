@@ -125,19 +125,7 @@ def _mlp(prefix: str, cfg: Mapping, layer: int, layout: str | None, fused_gate_u
 
 def tensor_specs(cfg: Mapping, expert_layout: str | None = "per_expert", fused_gate_up: bool = False) -> list:
     """HF tensors (``expert_layout`` given) or the GGUF-side specs (``None``), in a stable order."""
-    head, tail = qwen3.global_specs(cfg)
-    specs = list(head)
-    h = cfg["hidden_size"]
-    for layer, kind in enumerate(cfg["layer_types"]):
-        p = f"model.layers.{layer}"
-        specs.append(TensorSpec(f"{p}.input_layernorm.weight", (h,), "norm_zero"))
-        if kind == "full_attention":
-            specs += qwen3.attention_specs(p, cfg, "norm_zero", gated=True)
-        else:
-            specs += _gdn_specs(p, cfg)
-        specs.append(TensorSpec(f"{p}.post_attention_layernorm.weight", (h,), "norm_zero"))
-        specs += _mlp(p, cfg, layer, expert_layout, fused_gate_up)
-    return specs + [TensorSpec("model.norm.weight", (h,), "norm_zero")] + tail
+    return qwen35.hybrid_specs(cfg, _gdn_specs, lambda p, layer: _mlp(p, cfg, layer, expert_layout, fused_gate_up))
 
 
 def hf_tensors(cfg: Mapping, seed: int = 0, expert_layout: str = "per_expert") -> dict[str, np.ndarray]:
