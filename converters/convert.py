@@ -87,7 +87,7 @@ class Result:
                 if o.notes:
                     row["notes"] = list(o.notes)
             if o.id in self.errors:
-                row["exactness"] = _measured_exactness(self.errors[o.id])
+                row["exactness"] = measured_exactness(self.errors[o.id])
                 row["error"] = self.errors[o.id].to_json()
             rows.append(row)
         return rows
@@ -133,7 +133,7 @@ class Result:
         return out
 
 
-def _measured_exactness(stats: ErrorStats) -> str:
+def measured_exactness(stats: ErrorStats) -> str:
     return "value-exact" if stats.exact else "requantized"
 
 
@@ -260,20 +260,20 @@ def plan_conversion(model: Model, recipe: Recipe, *, only_layer: int | None = No
     return plan
 
 
-def _pool(workers: int | None) -> ThreadPoolExecutor:
+def worker_pool(workers: int | None) -> ThreadPoolExecutor:
     n = workers if workers is not None else min(4, os.cpu_count() or 1)
     if n < 1:
         raise ConversionError(f"--workers must be at least 1, got {n}", rule="workers")
     return ThreadPoolExecutor(max_workers=n, thread_name_prefix="convert")
 
 
-def _needs_measure(o) -> bool:
+def needs_measure(o) -> bool:
     return isinstance(o, PlannedTensor) and any(p.method == "encode" for p in o.pieces)
 
 
 def _measure(plan: Plan, objects: list, producer: Producer, result: Result, workers: int | None) -> dict[str, bytes]:
     """Encode the requantized objects once to measure their error; keep small ones' bytes."""
-    todo = [o for o in objects if _needs_measure(o)]
+    todo = [o for o in objects if needs_measure(o)]
     cache: dict[str, bytes] = {}
     budget = [MEASURE_CACHE_BYTES]
     lock = threading.Lock()
@@ -292,7 +292,7 @@ def _measure(plan: Plan, objects: list, producer: Producer, result: Result, work
                 cache[o.id] = b"".join(chunks)
                 budget[0] -= o.bytes
 
-    with _pool(workers) as pool:
+    with worker_pool(workers) as pool:
         for f in [pool.submit(one, o) for o in todo]:
             f.result()
     return cache
@@ -323,7 +323,7 @@ def provenance_of(model: Model, plan: Plan, objects: list, result: Result) -> di
                 entry["notes"] = list(o.notes)
             if o.id in result.errors:
                 stats = result.errors[o.id]
-                entry["exactness"] = _measured_exactness(stats)
+                entry["exactness"] = measured_exactness(stats)
                 entry["measured_error"] = stats.to_json()
             if o.id in result.proofs:
                 entry["exactness_check"] = result.proofs[o.id]
@@ -391,7 +391,7 @@ def _write(model: Model, plan: Plan, objects: list, producer: Producer, result: 
             if o.id in cache:
                 yield cache.pop(o.id)
             elif isinstance(o, BorrowedObject):
-                yield from _borrowed_chunks(o)
+                yield from borrowed_chunks(o)
             else:
                 yield from producer.stream(o)
 
@@ -402,7 +402,7 @@ def _write(model: Model, plan: Plan, objects: list, producer: Producer, result: 
                     progress(o.id, n)
                 yield chunk
 
-        with _pool(workers) as pool:
+        with worker_pool(workers) as pool:
             futures = [pool.submit(writer.write_object, o.id, one(o)) for o in objects]
             for f in futures:
                 f.result()
@@ -417,7 +417,7 @@ def _write(model: Model, plan: Plan, objects: list, producer: Producer, result: 
 BORROW_CHUNK = 64 * 1024 * 1024
 
 
-def _borrowed_chunks(o: BorrowedObject):
+def borrowed_chunks(o: BorrowedObject):
     rec = o.record
     for off in range(0, rec.bytes, BORROW_CHUNK):
         n = min(BORROW_CHUNK, rec.bytes - off)

@@ -30,12 +30,12 @@ from pathlib import Path
 
 from converters import __version__
 from converters.convert import (
-    _borrowed_chunks,
-    _measured_exactness,
-    _pool,
+    borrowed_chunks,
     check_output_free,
     declare_writer,
+    measured_exactness,
     open_conversion,
+    worker_pool,
 )
 from converters.errors import ConversionError
 from converters.produce import ErrorStats
@@ -137,7 +137,7 @@ def encode(plan_path: str | Path, *, objects: Iterable[str] | None = None, shard
             def one(oid: str) -> int:
                 o = by_id[oid]
                 stats = ErrorStats() if oid in measure else None
-                chunks = _borrowed_chunks(o) if isinstance(o, BorrowedObject) else c.producer.stream(o, stats)
+                chunks = borrowed_chunks(o) if isinstance(o, BorrowedObject) else c.producer.stream(o, stats)
                 if progress is not None:
                     chunks = _counted(oid, chunks, progress)
                 staged.write_object(oid, chunks, note=(lambda: {"stats": asdict(stats)}) if stats is not None else None,
@@ -145,7 +145,7 @@ def encode(plan_path: str | Path, *, objects: Iterable[str] | None = None, shard
                 return o.bytes
 
             try:
-                with _pool(workers) as pool:
+                with worker_pool(workers) as pool:
                     written_bytes = sum(pool.map(one, todo))
             finally:
                 staged.flush()  # one fsync per file, then the markers of every object completed
@@ -182,7 +182,7 @@ def seal(plan_path: str | Path) -> dict:
             stats = _stats_from(markers[o["id"]]["note"]["stats"])
             errors[o["id"]] = stats
             entry = provenance["objects"][o["id"]]
-            entry["exactness"] = _measured_exactness(stats)  # keys already in place: the reserved record
+            entry["exactness"] = measured_exactness(stats)  # keys already in place: the reserved record
             entry["measured_error"] = stats.to_json()
     entry_path = staged.seal(provenance=provenance)
     return _summary(pf, staged, errors, entry_path)
@@ -197,7 +197,7 @@ def _stats_from(raw: dict) -> ErrorStats:
 def _summary(pf: PlanFile, staged: StagedArtifact, errors: dict[str, ErrorStats], entry: Path) -> dict:
     out = dict(pf.summary)
     produced = [o for o in pf.objects if o["origin"] == "produced"]
-    out["exactness"] = dict(Counter(_measured_exactness(errors[o["id"]]) if o["id"] in errors else o["exactness"]
+    out["exactness"] = dict(Counter(measured_exactness(errors[o["id"]]) if o["id"] in errors else o["exactness"]
                                     for o in produced))
     total = sum(o["bytes"] for o in pf.objects)
     seconds = time.time() - pf.created

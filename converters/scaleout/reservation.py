@@ -61,9 +61,9 @@ def _widest(value):
 
 def measured(objects: list) -> list:
     """The objects whose error a conversion measures (the same predicate as the in-process measuring pass)."""
-    from converters.convert import _needs_measure
+    from converters.convert import needs_measure
 
-    return [o for o in objects if _needs_measure(o)]
+    return [o for o in objects if needs_measure(o)]
 
 
 def reserved(result, objects: list):
