@@ -56,12 +56,16 @@ class SourceTensor:
 
 
 class FileMap:
-    """A lazily created read-only memory map of one open file (zero-copy tensor slices)."""
+    """Read-only memory maps of byte ranges of one open file (zero-copy tensor slices).
+
+    Each :meth:`slice` maps only its own range (from the allocation-granularity boundary below it), so
+    the address space a conversion uses follows the tensors it is reading, not the file size: a model
+    larger than an address-space limit (``ulimit -v``) still converts. A map lives as long as the array
+    viewing it.
+    """
 
     def __init__(self, f: OpenFile) -> None:
         self.f = f
-        self._mm: mmap.mmap | None = None
-        self._arr: np.ndarray | None = None
 
     def slice(self, offset: int, length: int) -> np.ndarray:
         if length == 0:
@@ -69,25 +73,18 @@ class FileMap:
         if offset < 0 or offset + length > self.f.size:
             raise SourceError(f"range [{offset}, {offset + length}) outside the file ({self.f.size} bytes)",
                               file=str(self.f.path), rule="range_in_file")
-        if self._arr is None:
-            try:
-                self._mm = mmap.mmap(self.f.fd, 0, access=mmap.ACCESS_READ)
-            except (OSError, ValueError) as exc:
-                if isinstance(exc, OSError):
-                    raise os_error(exc, self.f.path, "memory-map the file") from None
-                raise SourceError(f"cannot memory-map the file: {exc}", file=str(self.f.path),
-                                  code="execution_failure", category="io_error") from None
-            self._arr = np.frombuffer(self._mm, dtype=np.uint8)
-        return self._arr[offset:offset + length]
+        start = offset - offset % mmap.ALLOCATIONGRANULARITY
+        try:
+            mm = mmap.mmap(self.f.fd, offset + length - start, offset=start, access=mmap.ACCESS_READ)
+        except (OSError, ValueError) as exc:
+            if isinstance(exc, OSError):
+                raise os_error(exc, self.f.path, "memory-map the file") from None
+            raise SourceError(f"cannot memory-map the file: {exc}", file=str(self.f.path),
+                              code="execution_failure", category="io_error") from None
+        return np.frombuffer(mm, dtype=np.uint8)[offset - start:]
 
     def close(self) -> None:
-        self._arr = None
-        if self._mm is not None:
-            try:
-                self._mm.close()
-            except BufferError:  # a caller still holds a view; the map closes when it is released
-                pass
-            self._mm = None
+        """Nothing to release eagerly: each range's map closes when its last view is dropped."""
 
 
 class Source:
