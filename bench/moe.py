@@ -18,8 +18,8 @@
 
 The limit of 1 and 3 is ``setrlimit(RLIMIT_DATA)``: heap and private writable mappings, i.e. everything
 the converter allocates, but not read-only maps of the input file, which cost address space, not memory
-(and which the reader of GGUF metadata makes of the whole file — so 2 fails while the file is larger than
-the limit; that is reported, not hidden). The child runs with ``MALLOC_ARENA_MAX=2`` and one BLAS thread:
+(the source reader maps only the ranges it reads — ``converters.sources.base.FileMap`` — so 2 runs
+too, with the address space following the tensors being read). The child runs with ``MALLOC_ARENA_MAX=2`` and one BLAS thread:
 both only shrink reservations (glibc's 64 MiB arena per thread, OpenBLAS buffers) that are never touched.
 
 The banks' bytes are random Q8_0 blocks (uniform codes in −127..127, FP16 scales around 1e−3) made by a
