@@ -16,9 +16,11 @@ Like mlx-lm's ``models/``, each module is small and exports the same names:
 
 Adding an architecture = a module here plus its name in :data:`ARCHITECTURE_MODULES`.
 
-Component architectures (``qwen35_mtp``, ``qwen3_5_vision``, ``dflash``, ``dflash2``) follow the same
-pattern with empty ``HF_ARCHITECTURES`` / ``GGUF_ARCHITECTURES`` (they are never a checkpoint's text
-model) and a ``COMPONENT`` id; :mod:`converters.components` says which text architectures they attach to.
+Component architectures (``qwen35_mtp``, ``qwen35_moe_mtp``, ``qwen3_5_vision``, ``dflash``, ``dflash2``)
+follow the same pattern with empty ``HF_ARCHITECTURES`` / ``GGUF_ARCHITECTURES`` (they are never a
+checkpoint's text model) and a ``COMPONENT`` id; :mod:`converters.components` says which text
+architectures they attach to (the MTP head's module follows the text one: ``qwen35_moe`` →
+``qwen35_moe_mtp``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from converters.errors import ConversionError
 
 ARCHITECTURE_MODULES: tuple[str, ...] = ("qwen3", "qwen35", "qwen3_moe", "qwen35_moe", "qwen3_next", "bonsai",
                                          # component architectures (converters/components): no text of their own
-                                         "qwen35_mtp", "qwen3_5_vision", "dflash", "dflash2")
+                                         "qwen35_mtp", "qwen35_moe_mtp", "qwen3_5_vision", "dflash", "dflash2")
 
 
 def module(name: str) -> ModuleType:

@@ -7,7 +7,8 @@ head's embedding and output head) to the text objects. Its record in ``component
 ``config`` (the architecture's standard ``architectures`` / ``model_type``), ``target: "text"`` and, for
 the vision tower, its processor ``resources``.
 
-- :mod:`.mtp` — the Qwen3.5 MTP head, from the main checkpoint (HF ``mtp.*``, GGUF ``blk.{L+i}``);
+- :mod:`.mtp` — the Qwen3.5 (or Qwen3.5-MoE) MTP head, from the main checkpoint (HF ``mtp.*``, GGUF
+  ``blk.{L+i}``);
 - :mod:`.vision` — the Qwen3.5 vision tower, from an mmproj GGUF (``--mmproj``) or HF ``model.visual.*``;
 - :mod:`.drafter` — z-lab DFlash / DFlash2 drafters, from their own checkpoint (``--drafter``).
 
@@ -36,7 +37,7 @@ KNOWN = ("text", "vision", "mtp", "dflash", "dflash2")
 SUPPORTED: dict[str, tuple[str, ...]] = {
     "qwen35": ("mtp", "vision", "dflash", "dflash2"),
     "bonsai": ("mtp", "vision", "dflash", "dflash2"),
-    "qwen35_moe": ("vision", "dflash", "dflash2"),
+    "qwen35_moe": ("mtp", "vision", "dflash", "dflash2"),
     "qwen3": ("dflash", "dflash2"),
     "qwen3_moe": ("dflash", "dflash2"),
     "qwen3_next": ("dflash", "dflash2"),
