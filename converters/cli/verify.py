@@ -5,7 +5,9 @@ Seven gates (:mod:`converters.gates.verify`): structure, coverage, codec validit
 resources, golden numerics. Exit 0 when no gate fails (``pass``, or ``incomplete`` when gates were skipped
 for want of ``--source``: printed as such, never as a pass), 1 when any gate fails. Components converted
 from inputs of their own are compared with the same inputs, spelled as for ``convert gguf2ninfer``:
-``--mmproj`` (the vision tower of a GGUF model) and ``--drafter`` (DFlash / DFlash2, repeatable).
+``--mmproj`` (the vision tower of a GGUF model) and ``--drafter`` (DFlash / DFlash2, repeatable). Objects
+borrowed from a template (``--template`` conversions) are compared with the template: the one ``--template``
+names, else the sha256 or template path provenance records (:mod:`converters.gates.borrowed`).
 
 Examples::
 
@@ -13,6 +15,7 @@ Examples::
     convert verify out/model.ninfer --source ./hf-dir --sweep      # every layer
     convert verify out/model.ninfer --layers 0,3 --source model.gguf --json
     convert verify out/v.ninfer --source q35.gguf --mmproj mmproj.gguf --drafter ./Qwen3.5-DFlash2 --sweep
+    convert verify out/bonsai.ninfer --source bonsai.gguf --template tpl.ninfer --sweep
 """
 
 from __future__ import annotations
@@ -72,6 +75,8 @@ def verify_cmd(
     mmproj: Path = typer.Option(None, "--mmproj", help="The mmproj GGUF its vision tower was converted from."),
     drafter: list[Path] = typer.Option(None, "--drafter", help="A DFlash / DFlash2 drafter directory it was "
                                        "converted with; repeatable."),
+    template: Path = typer.Option(None, "--template", help="The template its borrowed objects were copied from "
+                                  "(default: the path provenance records)."),
     sweep: bool = typer.Option(False, "--sweep", help="Compare every layer (default: a sample of layers)."),
     layers: str = typer.Option(None, "--layers", help="Compare these layers, e.g. 0,3."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
@@ -88,7 +93,9 @@ def verify_cmd(
     if source is None and any(inputs.values()):
         raise typer.BadParameter("--mmproj / --drafter are compared with --source: give the main source too",
                                  param_hint="--source")
-    report = verify(artifact, source, inputs=inputs, sweep=sweep, layers=chosen)
+    if template is not None and not template.exists():
+        raise ConverterError("template does not exist", file=str(template), rule="verify_template")
+    report = verify(artifact, source, inputs=inputs, sweep=sweep, layers=chosen, template=template)
     if json_out:
         emit_json(report.to_json())
     else:

@@ -93,6 +93,8 @@ SPECS: tuple[GateCode, ...] = (
     GateCode("VERIFY_HEAD_ORDER", E, None, 5, "A head slice of a parameter is closer to another source head than to its own, or matches none (heads permuted, tiled or interleaved)."),
     GateCode("VERIFY_RESOURCE_MISMATCH", E, None, 6, "A resource differs from the one the source provides (copied or rebuilt)."),
     GateCode("VERIFY_RESOURCE_MISSING", E, None, 6, "A resource the source provides is not in the artifact."),
+    GateCode("VERIFY_BORROWED_MISMATCH", E, None, 4, "An object provenance calls borrowed from a template differs from the template's object (or its recorded sha256); gates 4 (tensors) and 6 (resources)."),
+    GateCode("VERIFY_BORROWED_UNCHECKED", E, None, 4, "An object borrowed from a template could not be compared: no sha256 recorded and the template cannot be opened (pass --template)."),
     GateCode("VERIFY_GOLDEN_LOGITS", E, None, 7, "Golden forward logits of the artifact disagree with the source's beyond the precision class's thresholds."),
     GateCode("VERIFY_GOLDEN_UNAVAILABLE", INFO, None, 7, "The golden forward does not cover this architecture or component; not run."),
 )

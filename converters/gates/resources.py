@@ -4,14 +4,15 @@ With a source, the text frontend is rebuilt exactly as the converter does (``con
 byte-for-byte from an HF directory, or rebuilt from GGUF tokenizer metadata) and compared with the
 artifact's ``text`` resources, and each component's resources as its resolver reads them from the source
 and its inputs (a vision tower's processor config: copied from the HF directory, or rebuilt from the
-mmproj's ``clip.vision.*`` keys) with that component's (``verify`` gate 6). Without one, each resource is still hashed and compared with its
+mmproj's ``clip.vision.*`` keys) with that component's (``verify`` gate 6); a resource borrowed from a template
+is compared with the template instead (:mod:`converters.gates.borrowed`), not with the source. Without one, each resource is still hashed and compared with its
 ``provenance.objects[id].sha256`` (``validate`` Gate E, and ``verify`` gate 6's partial check).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from converters.gates.codes import Issue
 
@@ -50,11 +51,13 @@ def check_recorded_hashes(art) -> tuple[list[Issue], int]:
     return issues, checked
 
 
-def check_against_source(art, source, components: Mapping | None = None) -> tuple[list[Issue], list[dict]]:
+def check_against_source(art, source, components: Mapping | None = None,
+                         borrowed: Collection[str] = ()) -> tuple[list[Issue], list[dict]]:
     """The text frontend the source provides (:data:`~converters.frontend.TEXT_ROLES`) against the artifact's
     ``text`` resources, and each selected component's resources (``components``: component id →
     :class:`converters.components.Component`, as resolved from the source and its inputs) against that
-    component's table; rows for the report."""
+    component's table; rows for the report. Resource objects in ``borrowed`` (copied from a template) are
+    left to :func:`converters.gates.borrowed.check_borrowed`."""
     from converters.frontend import TEXT_ROLES, frontend_resources
 
     fr = frontend_resources(source)
@@ -66,6 +69,8 @@ def check_against_source(art, source, components: Mapping | None = None) -> tupl
     for cid, role, data, origin in wanted:
         table = art.components[cid].resources if cid in art.components else {}
         oid = table.get(role)
+        if oid in borrowed:
+            continue
         if oid is None:
             issues.append(Issue("VERIFY_RESOURCE_MISSING", f"{cid} resource {role} ({origin} from the source) is not "
                                 f"in components.{cid}.resources", path=f"$.components.{cid}.resources"))

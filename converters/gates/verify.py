@@ -27,6 +27,13 @@ Gates 4–5 sample layers (the first layer of each kind and the last, per compon
 explicit ``layers`` choose the text layers (components keep their sample); gate 7 always runs the whole text
 model on a few tokens. A gate that could not run because an earlier one failed (no artifact to read) is
 ``skipped`` with that reason.
+
+Objects borrowed from a template (``--template`` conversions, provenance ``borrowed_from``) are compared with
+the template, not the source (:mod:`converters.gates.borrowed`): tensors in gate 4, resources in gate 6, each
+"borrowed, identical to template" or ``VERIFY_BORROWED_MISMATCH``. The source is not asked for a component
+whose own objects are all borrowed (a vision tower lent to a GGUF build), nor for a parameter whose bound
+objects all are; such a component's bindings are checked against its mapping file (as without a source).
+``template`` (an explicit template path) takes precedence over what provenance records.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from converters.errors import ConverterError
+from converters.gates import borrowed as lent
 from converters.gates.codes import Issue
 from converters.gates.contract import (
     expected_from_bound,
@@ -49,7 +57,7 @@ from converters.gates.coverage import check_coverage
 from converters.gates.numerics import check_golden
 from converters.gates.prerun import check_auxiliaries
 from converters.gates.proposal import check_token_ids, proposal_record, proposal_targets
-from converters.gates.required import expected_from_artifact
+from converters.gates.required import TEXT_GEOMETRY, expected_from_artifact, required_parameters
 from converters.gates.resources import check_against_source, check_recorded_hashes
 from converters.gates.structure import check_structure, relative_name
 from converters.gates.values import bound_targets, check_parameters
@@ -158,9 +166,10 @@ def _input_names(inputs: dict | None) -> dict:
 
 
 def verify(path, source=None, *, inputs: dict | None = None, sweep: bool = False,
-           layers: Iterable[int] | None = None) -> VerifyReport:
+           layers: Iterable[int] | None = None, template=None) -> VerifyReport:
     """Run the seven gates on the artifact whose entry is ``path``, comparing with ``source`` when given
-    (a GGUF file, an HF directory, or an open Source) and the components' own ``inputs``."""
+    (a GGUF file, an HF directory, or an open Source) and the components' own ``inputs``; borrowed objects
+    with ``template`` when given, else with what provenance records."""
     path = Path(path)
     gates = {n: GateResult(n, name) for n, name in GATES}
     layer_list = sorted(set(layers)) if layers is not None else None
@@ -177,21 +186,24 @@ def verify(path, source=None, *, inputs: dict | None = None, sweep: bool = False
             gates[n].skipped = f"the artifact cannot be opened ({st.open_error})"
         return report
     try:
-        _gates_with_artifact(art, source, inputs, gates, report, sweep, layer_list)
+        _gates_with_artifact(art, source, inputs, gates, report, sweep, layer_list, template)
     finally:
         st.close()
     return report
 
 
-def _gates_with_artifact(art, source, inputs, gates, report, sweep, layer_list) -> None:
+def _gates_with_artifact(art, source, inputs, gates, report, sweep, layer_list, template) -> None:
     text = art.components.get("text")
     config = dict(text.config) if text is not None else {}
     only_layer = art.provenance.get("only_layer")
+    borrowed = lent.borrowed_entries(art)
+    lent_components = lent.borrowed_components(art, borrowed)
     model = None
     if source is not None:
         from converters.engine import open_model
 
-        model = open_model(source, components=_components(art), inputs=inputs)
+        model = open_model(source, components=[c for c in _components(art) if c not in lent_components],
+                           inputs=inputs)
     try:
         t0 = time.perf_counter()
         g2 = gates[2]
@@ -207,6 +219,12 @@ def _gates_with_artifact(art, source, inputs, gates, report, sweep, layer_list) 
                                            path="$.components.text.config"))
             unchecked: dict[str, str] = {}
             g2.evidence["parameters_from"] = "source mappings" + (" and text.proposal" if record else "")
+            if lent_components:  # not in the source: their mapping files, as without a source
+                want = _lent_expectation(art, lent_components, template)
+                expected.update(want.expected)
+                unchecked.update(want.unchecked)
+                g2.evidence["parameters_from"] += " (borrowed " + ", ".join(sorted(lent_components)) + \
+                    ": " + ", ".join(f"{c}: {want.sources.get(c, 'unchecked')}" for c in sorted(lent_components)) + ")"
         else:
             want = expected_from_artifact(art)
             expected, unchecked = want.expected, want.unchecked
@@ -230,6 +248,8 @@ def _gates_with_artifact(art, source, inputs, gates, report, sweep, layer_list) 
         gates[3].checks.append("auxiliaries")
         gates[3].evidence["auxiliaries"] = counts
         gates[3].seconds += time.perf_counter() - t0
+        lent_issues, lent_rows = _guarded(gates[4], lambda: lent.check_borrowed(art, template), ([], []))
+        _report_borrowed(gates, lent_issues, lent_rows, lent_components)
         if model is None:
             for n in (4, 5, 7):
                 gates[n].skipped = NO_SOURCE
@@ -239,11 +259,11 @@ def _gates_with_artifact(art, source, inputs, gates, report, sweep, layer_list) 
             t0 = time.perf_counter()
             issues, n_hashed = _guarded(gates[6], lambda: check_recorded_hashes(art), ([], 0))
             gates[6].issues += issues
-            gates[6].checks = ["recorded_sha256"]
+            gates[6].checks = ["recorded_sha256", *gates[6].checks]
             gates[6].skipped = f"{NO_SOURCE} ({n_hashed} resource(s) match the sha256 provenance records)"
             gates[6].seconds = time.perf_counter() - t0
             return
-        _source_gates(art, model, config, gates, report, sweep, layer_list, token_ids)
+        _source_gates(art, model, config, gates, report, sweep, layer_list, token_ids, set(borrowed))
     finally:
         if model is not None and not hasattr(source, "tensors"):
             model.close()
@@ -269,13 +289,46 @@ def _chosen_layers(model, sweep, layer_list) -> dict[str, list[int]]:
     return out
 
 
-def _source_gates(art, model, config, gates, report, sweep, layer_list, token_ids) -> None:
+def _lent_expectation(art, components: set[str], template):
+    """The borrowed components' parameters from their mapping files (:func:`expected_from_artifact`); one whose
+    geometry is the text config's (MTP) and that the produced text config does not give is read with the
+    template's text config, which the borrowed objects were made for."""
+    want = expected_from_artifact(art)
+    want.expected = {n: e for n, e in want.expected.items() if e.component in components}
+    want.unchecked = {c: why for c, why in want.unchecked.items() if c in components}
+    retry = [c for c in want.unchecked if c in TEXT_GEOMETRY]
+    tpl_config = lent.template_text_config(art, template) if retry else None
+    for cid in retry if tpl_config is not None else ():
+        try:
+            want.expected.update(required_parameters(cid, art.components[cid].config, tpl_config))
+        except ConverterError:
+            continue
+        want.sources[cid] = "its mapping, with the template's text config (its geometry)"
+        del want.unchecked[cid]
+    return want
+
+
+def _report_borrowed(gates, issues: list[Issue], rows: list[dict], components: set[str]) -> None:
+    """Borrowed tensors in gate 4's findings and evidence, borrowed resources in gate 6's."""
+    for n, kind in ((4, "tensor"), (6, "resource")):
+        mine = [r for r in rows if r["kind"] == kind]
+        ids = {r["object"] for r in mine}
+        gates[n].issues += [i for i in issues if i.path in ids]
+        if mine:
+            gates[n].checks.append("borrowed_identical_to_template")
+            gates[n].evidence["borrowed"] = {**lent.summary(mine), "per_object": mine}
+            if n == 4 and components:
+                gates[n].evidence["borrowed"]["components"] = sorted(components)
+
+
+def _source_gates(art, model, config, gates, report, sweep, layer_list, token_ids, borrowed=frozenset()) -> None:
     t0 = time.perf_counter()
     g4, g5 = gates[4], gates[5]
     g4.issues += _source_identity(art, model)
     chosen = _chosen_layers(model, sweep, layer_list)
     report.layers = chosen["text"]
-    params = [p for p in model.bound.parameters if p.layer is None or p.layer in chosen.get(p.component, ())]
+    params = [p for p in model.bound.parameters if (p.layer is None or p.layer in chosen.get(p.component, ()))
+              and not lent.parameter_borrowed(art, p.name, borrowed)]
     try:
         spec = text_spec(config)
     except ConverterError:
@@ -286,7 +339,7 @@ def _source_gates(art, model, config, gates, report, sweep, layer_list, token_id
     res = check_parameters(art, bound_targets(model, params) + extra, geometries)
     g4.issues += res.values
     g5.issues += res.order
-    g4.checks = ["exact_equality", "format_tolerance"]
+    g4.checks = ["exact_equality", "format_tolerance", *g4.checks]
     g5.checks = ["row_values", "row_norms", "head_slices"]
     checked = [c.to_dict() for c in res.checked]
     n_layers = len(model.bound.layer_kinds)
@@ -299,7 +352,7 @@ def _source_gates(art, model, config, gates, report, sweep, layer_list, token_id
     if proposal_record(art) is not None:
         components["proposal"] = {"parameters": sum(c["name"].startswith("proposal/") for c in checked),
                                   **({"note": proposal_note} if proposal_note else {})}
-    g4.evidence = {"layers": chosen["text"], "layers_bound": f"{len(layers_bound)} of {n_layers}",
+    g4.evidence = {**g4.evidence, "layers": chosen["text"], "layers_bound": f"{len(layers_bound)} of {n_layers}",
                    "parameters": len(checked),
                    "exact": sum(c["exactness"] in ("bit-exact", "value-exact") for c in checked),
                    "worst_cosine": min((c["cosine"] for c in checked), default=None),
@@ -309,11 +362,11 @@ def _source_gates(art, model, config, gates, report, sweep, layer_list, token_id
     g4.seconds = g5.seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
     issues, n_hashed = _guarded(gates[6], lambda: check_recorded_hashes(art), ([], 0))
-    src_issues, rows = _guarded(gates[6], lambda: check_against_source(art, model.source, model.component_records),
-                                ([], []))
+    src_issues, rows = _guarded(gates[6], lambda: check_against_source(art, model.source, model.component_records,
+                                                                       borrowed=borrowed), ([], []))
     gates[6].issues += issues + src_issues
-    gates[6].checks = ["recorded_sha256", "source_resources", "component_resources"]
-    gates[6].evidence = {"resources": rows, "recorded_hashes_checked": n_hashed}
+    gates[6].checks = ["recorded_sha256", "source_resources", "component_resources", *gates[6].checks]
+    gates[6].evidence = {**gates[6].evidence, "resources": rows, "recorded_hashes_checked": n_hashed}
     gates[6].seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
     g7 = gates[7]
