@@ -109,3 +109,26 @@ def test_verify_sweep_covers_the_mtp_experts(sources, tmp_path):
     r = verify(out, sources / "q8.gguf", sweep=True)
     assert [g.status for g in r.gates] == ["pass"] * 7
     assert r.gate(4).evidence["components"]["mtp"] == {"layers": [0], "parameters": len(MTP) + len(SHARED)}
+
+
+def test_source_less_coverage_picks_the_moe_mtp_mapping(sources, tmp_path):
+    """The component record names `Qwen3_5MoeMTP`, so coverage without a source reads the MoE MTP mapping
+    (not the dense `qwen35_mtp` one, which would ask for `intermediate_size`), and lists what bind lists."""
+    from converters.engine import open_model
+    from converters.gates.contract import expected_from_bound
+    from converters.gates.required import component_architecture, required_parameters
+    from converters.validate_ninfer import validate_ninfer
+
+    out = tmp_path / "q8.ninfer"
+    to_ninfer(sources / "q8.gguf", out, "groupwise-int")
+    r = verify(out)
+    assert r.gate(2).status == "pass" and r.codes(2) == set(), r.gate(2).issues
+    v = validate_ninfer(out)
+    assert not v.by_code("NINFER_COVERAGE_UNCHECKED") and not v.by_code("NINFER_CONFIG_INVALID")
+    with open_model(sources / "q8.gguf", components=("text", "mtp")) as model:
+        bound = {n: e for n, e in expected_from_bound(model.bound).items() if e.component == "mtp"}
+    with open_artifact(out) as a:
+        config = a.components["mtp"].config
+        assert component_architecture("mtp", config).NAME == "qwen35_moe_mtp"
+        got = required_parameters("mtp", config, a.components["text"].config)
+    assert list(got) == list(bound) and got == bound

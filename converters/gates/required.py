@@ -39,18 +39,28 @@ from converters.mapping.schema import LAYER_PLACEHOLDER, ParameterRule
 TEXT_GEOMETRY = ("mtp",)
 
 
-def component_architecture(component: str) -> ModuleType:
-    """The architecture module whose ``COMPONENT`` is ``component`` (``mtp`` → ``qwen35_mtp``)."""
-    for name in architectures.ARCHITECTURE_MODULES:
-        mod = architectures.module(name)
-        if getattr(mod, "COMPONENT", None) == component:
+def component_architecture(component: str, config: Mapping | None = None) -> ModuleType:
+    """The architecture module of component ``component``.
+
+    Several modules can serve one component (``mtp``: ``qwen35_mtp`` for dense Qwen3.5, ``qwen35_moe_mtp``
+    for Qwen3.5-MoE), so the component record's ``config["architectures"][0]`` picks the module whose
+    ``CONFIG_ARCHITECTURE`` it names; without a match, the first module whose ``COMPONENT`` is ``component``.
+    """
+    named = (config or {}).get("architectures") if isinstance(config, Mapping) else None
+    wanted = named[0] if isinstance(named, list) and named else None
+    candidates = [mod for mod in map(architectures.module, architectures.ARCHITECTURE_MODULES)
+                  if getattr(mod, "COMPONENT", None) == component]
+    for mod in candidates:
+        if wanted is not None and getattr(mod, "CONFIG_ARCHITECTURE", None) == wanted:
             return mod
+    if candidates:
+        return candidates[0]
     raise ConverterError(f"component {component!r} has no architecture module", rule="component_unknown")
 
 
 def component_args(component: str, config: Mapping, text_config: Mapping):
     """The component architecture's ``Args`` (a :class:`ConverterError` names a missing or invalid field)."""
-    mod = component_architecture(component)
+    mod = component_architecture(component, config)
     source = text_config if component in TEXT_GEOMETRY else config
     return mod.Args.from_config(dict(source), file=f"components.{component}.config")
 
@@ -59,7 +69,7 @@ def required_parameters(component: str, config: Mapping, text_config: Mapping) -
     """Name → :class:`Expected` of every parameter ``component``'s mapping binds for ``config``."""
     from converters.components import mapping_for
 
-    mod = component_architecture(component)
+    mod = component_architecture(component, config)
     m = mapping_for(mod, component)
     args = component_args(component, config, text_config)
     env = evaluate_symbols(m, {k: v for k, v in vars(args).items() if isinstance(v, int)})
@@ -144,7 +154,7 @@ def expected_from_artifact(art) -> ArtifactExpectation:
         if cid == "text":
             continue
         try:
-            mod = component_architecture(cid)
+            mod = component_architecture(cid, comp.config)
         except ConverterError:
             out.unchecked[cid] = "no architecture module maps this component"
             continue
