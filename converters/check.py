@@ -59,12 +59,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from converters import ternary
-from converters.convert import DEFAULT_RECIPE, plan_conversion
+from converters.convert import plan_conversion, template_recipe
 from converters.engine import open_model
 from converters.errors import ConverterError
 from converters.plan import PlannedTensor
 from converters.produce import Producer
-from converters.recipes import list_recipes, load_recipe
+from converters.recipes import load_recipe
 from converters.rows import TensorRows, storage_of
 from converters.template import BorrowedObject, apply_template
 from ninfer_core import codecs, open_artifact
@@ -429,20 +429,12 @@ def check_producer(objects, producer: Producer, workers: int | None = None) -> d
             "borrowed": dict(sorted(borrowed.items())), "ok": ok}
 
 
-def _recipe_for(recipe, template_art) -> str:
-    if recipe is not None:
-        return recipe
-    ident = template_art.metadata.get("identity") if template_art is not None else None
-    name = ident.get("weights_id") if isinstance(ident, dict) else None
-    return name if isinstance(name, str) and name in list_recipes() else DEFAULT_RECIPE
-
-
 def run_check(gguf, *, template=None, recipe=None, components=("text",), workers: int | None = None,
               source=None) -> dict:
     """The three checks on ``gguf`` (a path; or ``source``, an open Source, for tests); read-only."""
     tpl = open_artifact(template) if template is not None else None
     try:
-        rec = load_recipe(_recipe_for(recipe, tpl))
+        rec = load_recipe(recipe if recipe is not None else template_recipe(tpl))
         with open_model(source if source is not None else gguf, components=components) as model:
             if model.source.kind != "gguf":
                 raise ConverterError("convert check reads a GGUF source (--gguf)", file=str(model.source.path),

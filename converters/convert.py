@@ -204,7 +204,7 @@ def open_conversion(source, output, *, recipe: str | Path | None = None, templat
         check_output_free(output)
     tpl = open_artifact(template) if template is not None else None
     try:
-        rec = load_recipe(recipe if recipe is not None else _template_recipe(tpl))
+        rec = load_recipe(recipe if recipe is not None else template_recipe(tpl))
         with open_model(source, components=components, inputs=inputs) as model:
             if expect_kind is not None and model.source.kind != expect_kind:
                 raise ConversionError(f"the source is a {model.source.kind} input; use "
@@ -219,7 +219,9 @@ def open_conversion(source, output, *, recipe: str | Path | None = None, templat
             tpl.close()
 
 
-def _template_recipe(tpl) -> str:
+def template_recipe(tpl) -> str:
+    """The recipe a template was made with (``metadata.identity.weights_id``) if it is a shipped one, else
+    :data:`DEFAULT_RECIPE`."""
     from converters.recipes import list_recipes
 
     if tpl is not None:

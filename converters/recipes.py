@@ -160,8 +160,13 @@ class Recipe:
                 "groups": {g.key: g.to_json() for g in self.groups}}
 
 
+# the recipe regression case list (``convert regress``) lives beside the recipes but is not one
+REGRESSION_CASES = RECIPES_DIR / "regression.yaml"
+
+
 def list_recipes() -> list[str]:
-    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
+    """Names of the shipped recipes (every ``recipes/*.yaml`` but the regression case list)."""
+    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml") if p != REGRESSION_CASES)
 
 
 def recipe_path(name_or_path: str | Path) -> Path:
@@ -169,11 +174,10 @@ def recipe_path(name_or_path: str | Path) -> Path:
     text = str(name_or_path)
     if "/" in text or text.endswith((".yaml", ".yml")):
         return Path(text)
-    path = RECIPES_DIR / f"{text}.yaml"
-    if not path.is_file():
+    if text not in list_recipes():
         raise RecipeError(f"no recipe named {text!r} (shipped: {', '.join(list_recipes())}); pass a path to use "
                           "your own file", rule="recipe_unknown")
-    return path
+    return RECIPES_DIR / f"{text}.yaml"
 
 
 def load_recipe(name_or_path: str | Path, *, known_roles: set[str] | None = None) -> Recipe:

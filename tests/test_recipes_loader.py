@@ -8,6 +8,16 @@ from converters.errors import RecipeError
 from converters.recipes import list_recipes, load_recipe
 
 
+def test_every_listed_recipe_loads_and_the_regression_case_list_is_not_one():
+    names = list_recipes()
+    assert "regression" not in names
+    for name in names:
+        assert load_recipe(name).name == name
+    with pytest.raises(RecipeError) as err:
+        load_recipe("regression")
+    assert "shipped: " in str(err.value) and "regression," not in str(err.value)
+
+
 def test_shipped_recipes():
     assert set(list_recipes()) >= {"bf16", "exact", "fp8-row", "groupwise-int", "nvfp4"}
     g = load_recipe("groupwise-int")

@@ -25,9 +25,9 @@ from pathlib import Path
 import yaml
 
 from converters.errors import ConverterError
-from converters.recipes import RECIPES_DIR
+from converters.recipes import RECIPES_DIR, REGRESSION_CASES
 
-CASES_FILE = RECIPES_DIR / "regression.yaml"
+CASES_FILE = REGRESSION_CASES
 EXPECTED_DIR = RECIPES_DIR / "regression" / "expected"
 MODELS = ("qwen35", "qwen3", "qwen3moe", "qwen35moe", "qwen3next", "bonsai")
 OPTIONS = {"max_file_bytes": int, "components": list}
