@@ -179,7 +179,7 @@ def _options(kind: str):
                                       show_default=False),
         template: Path = typer.Option(None, "--template", help="Template artifact: its directory is the skeleton; "
                                       "objects not produced from the source are borrowed byte-for-byte."),
-        recipe: str = typer.Option(None, "--recipe", help="Recipe name (bf16, exact, fp8-row, groupwise-int, nvfp4) "
+        recipe: str = typer.Option(None, "--recipe", help="Recipe name (bf16, exact, fp8-row, groupwise-int, nvfp4, ternary, ternary-q2) "
                                    "or path to a recipe file. Default: the template's, else groupwise-int."),
         max_file_bytes: str = typer.Option(None, "--max-file-bytes", help="Split so no file exceeds this size "
                                            "(e.g. 64000000, 2GiB); default one file."),
