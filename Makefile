@@ -18,7 +18,7 @@ test: setup
 	$(BIN)/python -m pytest -m "not slow"
 
 demo: setup
-	$(BIN)/python -m converters.demo
+	$(BIN)/python -m converters.cli.demo
 
 bench: setup
 	$(BIN)/python -m bench $(BENCH_ARGS)

@@ -34,7 +34,7 @@ LAYER_Q8_BYTES = 75_000_000  # about one layer's Q8_0 bytes with DIMS (used only
 
 CHILD = """
 import json, sys, time
-from converters.convert import convert
+from converters.pipeline.convert import convert
 t = time.perf_counter()
 r = convert(sys.argv[1], sys.argv[2], recipe=sys.argv[3], workers=int(sys.argv[4]))
 print(json.dumps({"seconds": time.perf_counter() - t, "summary": r.summary()}))

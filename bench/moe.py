@@ -54,7 +54,7 @@ CHILD = """
 import json, resource, sys, time
 limit = int(sys.argv[4])
 resource.setrlimit(getattr(resource, sys.argv[6]), (limit, limit))
-from converters.convert import convert
+from converters.pipeline.convert import convert
 t = time.perf_counter()
 r = convert(sys.argv[1], sys.argv[2], recipe=sys.argv[3], workers=int(sys.argv[5]))
 s = r.summary()

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from test_gates_support import rewrite
 
+from converters.acceptance.gates.decode import ArtifactRows, SourceRows
+from converters.acceptance.gates.verify import verify
 from converters.cli import main
-from converters.convert import convert
-from converters.engine import open_model
-from converters.gates.decode import ArtifactRows, SourceRows
-from converters.gates.verify import verify
+from converters.model.engine import open_model
+from converters.pipeline.convert import convert
 from ninfer_core import codecs, open_artifact
 from tinymodels import bonsai
 

@@ -9,10 +9,10 @@ import shutil
 import numpy as np
 import pytest
 
-from converters import ternary
 from converters.errors import MappingError, RecipeError
 from converters.mapping import MAPPINGS_DIR, load_mapping
-from converters.recipes import load_recipe
+from converters.mapping.recipes import load_recipe
+from converters.sources import ternary
 from ninfer_core import codecs
 from tinymodels.ternary_blocks import block_format
 

@@ -9,11 +9,11 @@ import gguf
 import numpy as np
 import pytest
 
-from converters.convert import convert
-from converters.engine import expected_parameters, logical_array
 from converters.errors import ConversionError
-from converters.hadamard import read_rotation
+from converters.model.engine import expected_parameters, logical_array
+from converters.pipeline.convert import convert
 from converters.sources import open_source
+from converters.sources.hadamard import read_rotation
 from ninfer_core import open_artifact, validate
 from tinymodels import bonsai, vision
 
@@ -265,7 +265,7 @@ def test_a_recipe_cannot_rotate_an_already_rotated_source(made, tmp_path):
 
 
 def _ternary_with_hadamard() -> str:
-    from converters.recipes import RECIPES_DIR
+    from converters.mapping.recipes import RECIPES_DIR
 
     text = (RECIPES_DIR / "ternary.yaml").read_text().replace("name: ternary\n", "name: ternary-rotating\n")
     return text.replace('  norm: {format: bf16}\n', '  norm: {format: bf16}\n'

@@ -82,7 +82,7 @@ def test_missing_path_is_a_one_line_error(capsys, tmp_path):
 def test_non_calbin_goes_to_the_ninfer_validator(capsys, tmp_path, monkeypatch):
     target = tmp_path / "model.ninfer"
     target.write_bytes(b"not really")
-    monkeypatch.setitem(sys.modules, "converters.validate_ninfer", None)  # as if not built yet
+    monkeypatch.setitem(sys.modules, "converters.acceptance.validate_ninfer", None)  # as if not built yet
     code, _, err = _run(capsys, target)
     assert code == 1 and ".ninfer validation is not available" in err
     code, _, err = _run(capsys, target, "--fast")
@@ -92,7 +92,7 @@ def test_non_calbin_goes_to_the_ninfer_validator(capsys, tmp_path, monkeypatch):
 def test_non_calbin_uses_validate_ninfer_when_present(capsys, tmp_path, monkeypatch):
     import types
 
-    from converters.report import SCHEMA_NINFER, Finding, Report
+    from converters.acceptance.report import SCHEMA_NINFER, Finding, Report
 
     calls = []
 
@@ -102,7 +102,7 @@ def test_non_calbin_uses_validate_ninfer_when_present(capsys, tmp_path, monkeypa
         r.add(Finding("WARNING_FORMAT", "SOME_WARNING", "B", "x"))
         return r
 
-    monkeypatch.setitem(sys.modules, "converters.validate_ninfer",
+    monkeypatch.setitem(sys.modules, "converters.acceptance.validate_ninfer",
                         types.SimpleNamespace(validate_ninfer=validate_ninfer))
     target = tmp_path / "model.ninfer"
     target.write_bytes(b"x")

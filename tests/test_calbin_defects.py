@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from converters.calbin import validate_calbin
-from converters.calbin.codes import CODES
+from converters.acceptance.calbin import validate_calbin
+from converters.acceptance.calbin.codes import CODES
 from tinymodels.calbin import CalbinFixture, write_calbin_package
 
 PRE, DEC = "prefill", "decode"

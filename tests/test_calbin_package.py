@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from converters.calbin import is_calbin_package, validate_calbin
-from converters.calbin.codes import CODES
+from converters.acceptance.calbin import is_calbin_package, validate_calbin
+from converters.acceptance.calbin.codes import CODES
 from tinymodels.calbin import CalbinSpec, write_calbin_package
 
 

@@ -6,12 +6,12 @@ import struct
 
 import pytest
 
-from converters.calbin import yamlio
-from converters.calbin.commands import parse_command_text
-from converters.calbin.context import Ctx
-from converters.calbin.dtypes import dtype_bits, tensor_bytes
-from converters.calbin.elf import ElfError, read_header, read_needed
-from converters.calbin.grammar import (
+from converters.acceptance.calbin import yamlio
+from converters.acceptance.calbin.commands import parse_command_text
+from converters.acceptance.calbin.context import Ctx
+from converters.acceptance.calbin.dtypes import dtype_bits, tensor_bytes
+from converters.acceptance.calbin.elf import ElfError, read_header, read_needed
+from converters.acceptance.calbin.grammar import (
     RUNTIME_FORMS,
     SUBMODEL_FORMS,
     mask_of,
@@ -19,9 +19,9 @@ from converters.calbin.grammar import (
     parse_metadata,
     parse_quantity,
 )
-from converters.calbin.intervals import coverage, uncovered
-from converters.calbin.yamlio import YamlLoadError, load_yaml
-from converters.report import SCHEMA_CALBIN, Report
+from converters.acceptance.calbin.intervals import coverage, uncovered
+from converters.acceptance.calbin.yamlio import YamlLoadError, load_yaml
+from converters.acceptance.report import SCHEMA_CALBIN, Report
 
 
 def _write(tmp_path, name, data):

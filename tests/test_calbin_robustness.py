@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converters.calbin import validate_calbin
+from converters.acceptance.calbin import validate_calbin
 from tinymodels.calbin import write_calbin_package
 
 # One representative file per role (path templates; {p}/{d} = prefill/decode submodel directory).

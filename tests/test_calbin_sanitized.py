@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from converters.calbin import validate_calbin
+from converters.acceptance.calbin import validate_calbin
 from tinymodels.calbin import CalbinSpec, write_calbin_package
 
 

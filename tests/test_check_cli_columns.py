@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from converters.check import run_check
+from converters.acceptance.check import run_check
 from converters.cli import main
 from converters.cli.check import print_check
 from converters.cli.output import console

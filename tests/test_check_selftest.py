@@ -13,9 +13,9 @@ from gguf.constants import GGMLQuantizationType as Q
 from gguf.quants import quantize
 from test_gates_support import CFG3, CFG35, rewrite
 
-from converters.check import DISASSEMBLERS, plausibility, run_check
+from converters.acceptance.check import DISASSEMBLERS, plausibility, run_check
 from converters.cli import main
-from converters.convert import convert
+from converters.pipeline.convert import convert
 from converters.sources import open_source
 from ninfer_core import codecs
 from tinymodels import qwen3, qwen35

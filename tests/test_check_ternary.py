@@ -12,13 +12,19 @@ import types
 import numpy as np
 import pytest
 
-from converters import check
-from converters.check import multiplier_words, plausibility, probe_words, run_check, ternary_padding
+from converters.acceptance import check
+from converters.acceptance.check import (
+    multiplier_words,
+    plausibility,
+    probe_words,
+    run_check,
+    ternary_padding,
+)
 from converters.cli import main
 from converters.cli.check import print_check
 from converters.cli.output import console
-from converters.rows import TensorRows
 from converters.sources import open_source
+from converters.sources.rows import TensorRows
 from ninfer_core import codecs
 from tinymodels import bonsai
 

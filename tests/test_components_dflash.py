@@ -10,9 +10,9 @@ import json
 import numpy as np
 import pytest
 
-from converters.convert import convert
-from converters.engine import logical_array
 from converters.errors import ConversionError
+from converters.model.engine import logical_array
+from converters.pipeline.convert import convert
 from ninfer_core import open_artifact, validate
 from tests.test_components_selection import check_separation, cosine
 from tinymodels import dflash, qwen35

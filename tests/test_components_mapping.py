@@ -9,11 +9,11 @@ import textwrap
 import numpy as np
 import pytest
 
-from converters.engine import open_model
 from converters.errors import MappingError
 from converters.mapping import bind, load_mapping
-from converters.rows import StackedRows, TensorRows
+from converters.model.engine import open_model
 from converters.sources import open_gguf
+from converters.sources.rows import StackedRows, TensorRows
 from tinymodels import qwen3, qwen35, vision
 
 BASE = textwrap.dedent("""\
@@ -107,8 +107,8 @@ def test_stacked_rows_read_members_in_order(tmp_path):
 
 def test_stack_members_must_agree(tmp_path):
     """A stack of tensors of different shapes is refused when binding (not read as garbage)."""
-    from converters.architectures import qwen3_5_vision
     from converters.mapping.binder import _stacked_shape
+    from converters.model.architectures import qwen3_5_vision
 
     path = vision.write_mmproj(tmp_path / "mmproj.gguf")
     with open_gguf(path) as src:
@@ -149,7 +149,7 @@ def test_tie_cycles_are_refused(tmp_path):
       tied_to: {parameter: text/a}
       evidence: e
     """)
-    from converters.architectures import qwen3 as arch
+    from converters.model.architectures import qwen3 as arch
 
     cfg = qwen3.config(num_hidden_layers=1)
     with open_gguf(qwen3.write_gguf(tmp_path / "q3.gguf", cfg, matrix_type="F32")) as src:

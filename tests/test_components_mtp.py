@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converters.convert import convert
-from converters.engine import expected_parameters, logical_array
+from converters.model.engine import expected_parameters, logical_array
+from converters.pipeline.convert import convert
 from ninfer_core import open_artifact, validate
 from tests.test_components_selection import check_separation, cosine
 from tinymodels import qwen35

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from converters.acceptance.gates.verify import verify
 from converters.cli import main
-from converters.engine import logical_array
-from converters.gates.verify import verify
+from converters.model.engine import logical_array
 from ninfer_core import open_artifact, validate
 from tests.test_components_selection import check_separation, cosine
 from tinymodels import qwen35_moe
@@ -114,10 +114,10 @@ def test_verify_sweep_covers_the_mtp_experts(sources, tmp_path):
 def test_source_less_coverage_picks_the_moe_mtp_mapping(sources, tmp_path):
     """The component record names `Qwen3_5MoeMTP`, so coverage without a source reads the MoE MTP mapping
     (not the dense `qwen35_mtp` one, which would ask for `intermediate_size`), and lists what bind lists."""
-    from converters.engine import open_model
-    from converters.gates.contract import expected_from_bound
-    from converters.gates.required import component_architecture, required_parameters
-    from converters.validate_ninfer import validate_ninfer
+    from converters.acceptance.gates.contract import expected_from_bound
+    from converters.acceptance.gates.required import component_architecture, required_parameters
+    from converters.acceptance.validate_ninfer import validate_ninfer
+    from converters.model.engine import open_model
 
     out = tmp_path / "q8.ninfer"
     to_ninfer(sources / "q8.gguf", out, "groupwise-int")

@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converters.convert import convert
-from converters.engine import logical_array
 from converters.errors import ConversionError
-from converters.proposal import ProposalRequest, proposal_parameters, read_token_counts, shortlist
+from converters.model.engine import logical_array
+from converters.pipeline.convert import convert
+from converters.pipeline.proposal import ProposalRequest, proposal_parameters, read_token_counts, shortlist
 from ninfer_core import open_artifact, validate
 from tests.test_components_selection import check_separation
 from tinymodels import qwen35, token_counts

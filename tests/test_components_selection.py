@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converters.components import ComponentMissingError, parse_components
-from converters.convert import convert
 from converters.errors import ConversionError
+from converters.model.components import ComponentMissingError, parse_components
+from converters.pipeline.convert import convert
 from tinymodels import dflash, qwen3, qwen35, vision
 
 CFG = qwen35.config(mtp_num_hidden_layers=1)

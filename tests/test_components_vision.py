@@ -10,10 +10,10 @@ import json
 import numpy as np
 import pytest
 
-from converters.components import ComponentMissingError
-from converters.convert import convert
-from converters.engine import logical_array
 from converters.errors import ConversionError
+from converters.model.components import ComponentMissingError
+from converters.model.engine import logical_array
+from converters.pipeline.convert import convert
 from ninfer_core import open_artifact, validate
 from tests.test_components_selection import check_separation, cosine
 from tinymodels import qwen35, vision

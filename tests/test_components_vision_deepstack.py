@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from test_gates_support import converted, rewrite, swap_blocks
 
-from converters.architectures import qwen3_5_vision
-from converters.engine import logical_array
+from converters.acceptance.gates.required import required_parameters
+from converters.acceptance.gates.verify import verify
 from converters.errors import ConversionError
-from converters.gates.required import required_parameters
-from converters.gates.verify import verify
+from converters.model.architectures import qwen3_5_vision
+from converters.model.engine import logical_array
 from ninfer_core import open_artifact, validate
 from tinymodels import qwen35, vision
 

@@ -9,7 +9,7 @@ import gguf
 import numpy as np
 import pytest
 
-from converters.config_normalize import ConfigError, explain_text_config, normalize_text_config
+from converters.model.config_normalize import ConfigError, explain_text_config, normalize_text_config
 from converters.sources import open_gguf
 
 H, V = 16, 40

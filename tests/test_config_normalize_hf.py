@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from converters.config_normalize import ConfigError, explain_text_config, normalize_text_config
+from converters.model.config_normalize import ConfigError, explain_text_config, normalize_text_config
 from converters.sources import open_gguf, open_hf_dir
 from tinymodels import qwen3, qwen35
 

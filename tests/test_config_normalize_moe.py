@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from converters.config_normalize import normalize_text_config
+from converters.model.config_normalize import normalize_text_config
 from converters.sources import open_gguf, open_hf_dir
 
 V, H, LAYERS = 48, 16, 4

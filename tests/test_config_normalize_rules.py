@@ -8,9 +8,9 @@ import textwrap
 import gguf
 import pytest
 
-from converters.config_normalize import DERIVATIONS, rules
-from converters.config_rules import MISSING, RULES_DIR
 from converters.errors import MappingError
+from converters.model.config_normalize import DERIVATIONS, rules
+from converters.model.config_rules import MISSING, RULES_DIR
 
 GOOD = """\
 schema: ninfer-config-map/1

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from converters.config_normalize import ConfigError, explain_vision_config, normalize_vision_config
+from converters.model.config_normalize import ConfigError, explain_vision_config, normalize_vision_config
 from converters.sources import open_gguf, open_hf_dir
 
 VISION = {"depth": 4, "hidden_size": 32, "hidden_act": "gelu_pytorch_tanh", "intermediate_size": 48,

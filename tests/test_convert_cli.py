@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from converters.cli import main
-from converters.engine import logical_array
+from converters.model.engine import logical_array
 from ninfer_core import open_artifact, validate
 from tinymodels import qwen35
 
@@ -115,11 +115,11 @@ def test_bad_recipe_is_refused_before_reading(src, tmp_path, capsys):
 def test_a_source_truncated_after_opening_is_a_typed_error(src, tmp_path):
     import shutil
 
-    from converters.convert import plan_conversion
-    from converters.engine import open_model
     from converters.errors import SourceError
-    from converters.produce import Producer
-    from converters.recipes import load_recipe
+    from converters.mapping.recipes import load_recipe
+    from converters.model.engine import open_model
+    from converters.pipeline.convert import plan_conversion
+    from converters.pipeline.produce import Producer
 
     path = tmp_path / "t.gguf"
     shutil.copy(src / "m.gguf", path)

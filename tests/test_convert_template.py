@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converters.convert import convert
 from converters.errors import ConversionError
+from converters.pipeline.convert import convert
 from ninfer_core import ArtifactWriter, Binding, Component, Use, codecs, open_artifact, validate
 from tinymodels import qwen35
 

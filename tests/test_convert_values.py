@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converters.convert import convert
-from converters.engine import expected_parameters, logical_array
+from converters.model.engine import expected_parameters, logical_array
+from converters.pipeline.convert import convert
 from ninfer_core import open_artifact, validate
 from tinymodels import qwen3, qwen35
 
@@ -200,9 +200,9 @@ def test_nvfp4_falls_back_where_the_shape_does_not_allow_it(artifacts):
 def test_a_mapping_without_the_v_head_rule_is_caught(models, tmp_path):
     """Dropping the tiled → grouped rule from one mapping entry keeps every size right; only the per-head
     comparison notices (the seed 003 §5 failure mode)."""
-    from converters.architectures import qwen35 as arch
-    from converters.engine import parameter_values
     from converters.mapping import MAPPINGS_DIR, bind, load_mapping
+    from converters.model.architectures import qwen35 as arch
+    from converters.model.engine import parameter_values
     from converters.sources import open_source
 
     rule = ('tensor: "blk.{l}.attn_gate.weight"\n        transforms:\n          - v_heads_tiled_to_grouped: '

@@ -12,9 +12,9 @@ import os
 
 import pytest
 
-from converters import convert as convert_module
 from converters.cli import main
-from converters.convert import convert
+from converters.pipeline import convert as convert_module
+from converters.pipeline.convert import convert
 from ninfer_core import open_artifact, validate
 from ninfer_core.container import content_id_of
 from tinymodels import qwen35

@@ -15,14 +15,14 @@ import gguf
 import numpy as np
 import pytest
 
-from converters.frontend import (
+from converters.sources import open_gguf, open_hf_dir
+from converters.sources.frontend import (
     RULES_FILE,
     FrontendError,
     byte_level_alphabet,
     frontend_resources,
     load_frontend_rules,
 )
-from converters.sources import open_gguf, open_hf_dir
 from tinymodels import qwen35
 from tinymodels.tokenizer import bytes_to_unicode
 

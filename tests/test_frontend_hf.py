@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
-from converters.frontend import TEXT_ROLES, VISION_ROLES, FrontendError, frontend_resources
 from converters.sources import open_hf_dir
+from converters.sources.frontend import TEXT_ROLES, VISION_ROLES, FrontendError, frontend_resources
 from tinymodels import qwen35
 
 
@@ -84,7 +84,7 @@ def test_missing_tokenizer_json_is_refused(hf_dir, tmp_path):
 
 
 def test_oversized_file_is_refused_before_reading(hf_dir, tmp_path):
-    from converters.frontend import RULES_FILE
+    from converters.sources.frontend import RULES_FILE
 
     rules = tmp_path / "small.yaml"
     rules.write_text(RULES_FILE.read_text().replace("max_hf_file_bytes: 268435456", "max_hf_file_bytes: 1000"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converters.gates import tolerance
-from converters.gates.values import Stats, _head_probe, _row_probe
+from converters.acceptance.gates import tolerance
+from converters.acceptance.gates.values import Stats, _head_probe, _row_probe
 from ninfer_core import codecs
 
 TOL = tolerance.for_format("q4_g64_fp16")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from converters.convert import convert
+from converters.pipeline.convert import convert
 from ninfer_core import ArtifactWriter, codecs, open_artifact
 from tinymodels import qwen3, qwen35
 

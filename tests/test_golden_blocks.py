@@ -1,4 +1,4 @@
-"""converters.golden building blocks against hand-computed tiny cases (closed forms and scalar loops)."""
+"""converters.acceptance.golden building blocks against hand-computed tiny cases (closed forms and scalar loops)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from converters import golden
+from converters.acceptance import golden
 
 
 def spec(**overrides) -> golden.TextSpec:

@@ -1,4 +1,4 @@
-"""converters.golden on the tinymodels checkpoints: invariance to presentation, sensitivity to order."""
+"""converters.acceptance.golden on the tinymodels checkpoints: invariance to presentation, sensitivity to order."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from safetensors import safe_open
 
-from converters import golden
+from converters.acceptance import golden
 from converters.errors import ConversionError
 from tinymodels import qwen3, qwen35
 

@@ -1,4 +1,4 @@
-"""converters.golden's sparse MoE block (Qwen3-MoE, Qwen3.5-MoE, Qwen3-Next): hand-computed routing and expert
+"""converters.acceptance.golden's sparse MoE block (Qwen3-MoE, Qwen3.5-MoE, Qwen3-Next): hand-computed routing and expert
 mixes, whole tiny models against scalar loops, config rules, sensitivity to expert order, invariance to how the
 parameters are read."""
 
@@ -13,7 +13,7 @@ import pytest
 from safetensors import safe_open
 from test_golden_blocks import loop_attention, loop_gdn, sig
 
-from converters import golden
+from converters.acceptance import golden
 from converters.errors import ConversionError
 from tinymodels import qwen3_moe, qwen3_next, qwen35_moe
 

@@ -1,5 +1,5 @@
 """``convert verify`` gate 7 (golden numerics) on mixture-of-experts artifacts: tiny Qwen3-MoE, Qwen3.5-MoE and
-Qwen3-Next GGUFs converted by ``converters.convert.convert`` pass; the same artifact with two routed experts of one
+Qwen3-Next GGUFs converted by ``converters.pipeline.convert.convert`` pass; the same artifact with two routed experts of one
 layer swapped (written anew with the container writer, as the gates tests build their defects) fails it."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 from test_gates_support import converted, rewrite, swap_blocks
 from test_golden_moe import Recording, routed
 
-from converters import golden
-from converters.gates.numerics import golden_tokens
-from converters.gates.verify import verify
+from converters.acceptance import golden
+from converters.acceptance.gates.numerics import golden_tokens
+from converters.acceptance.gates.verify import verify
 from ninfer_core import open_artifact
 from tinymodels import qwen3_moe, qwen3_next, qwen35_moe
 

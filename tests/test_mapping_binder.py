@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-from converters.architectures import qwen3 as A3
-from converters.architectures import qwen35 as A35
 from converters.errors import MappingError
 from converters.mapping import bind, load_mapping_for
+from converters.model.architectures import qwen3 as A3
+from converters.model.architectures import qwen35 as A35
 from converters.sources import open_source
 from tinymodels import qwen3, qwen35
 

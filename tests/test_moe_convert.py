@@ -16,12 +16,12 @@ import pytest
 from gguf import GGUFReader
 from gguf.quants import dequantize
 
-from converters import expert_bank, produce
-from converters.convert import convert
-from converters.engine import logical_array, open_model
-from converters.plan import make_plan
-from converters.produce import Producer
-from converters.recipes import load_recipe
+from converters.mapping.recipes import load_recipe
+from converters.model.engine import logical_array, open_model
+from converters.pipeline import expert_bank, produce
+from converters.pipeline.convert import convert
+from converters.pipeline.plan import make_plan
+from converters.pipeline.produce import Producer
 from ninfer_core import codecs, open_artifact, validate
 from tests.test_moe_mapping import legacy_next_gguf
 from tinymodels import qwen3_moe, qwen3_next, qwen35_moe

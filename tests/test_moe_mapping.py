@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from converters.engine import expected_parameters, open_model
 from converters.errors import MappingError
 from converters.mapping import load_mapping
 from converters.mapping.schema import MAPPINGS_DIR
+from converters.model.engine import expected_parameters, open_model
 from tinymodels import gguf_writer, hf_writer, qwen3_moe, qwen3_next, qwen35_moe, tokenizer, vision
 from tinymodels.gguf_writer import PlannedTensor
 

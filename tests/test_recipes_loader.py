@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from converters.errors import RecipeError
-from converters.recipes import list_recipes, load_recipe
+from converters.mapping.recipes import list_recipes, load_recipe
 
 
 def test_every_listed_recipe_loads_and_the_regression_case_list_is_not_one():

@@ -15,7 +15,7 @@ import shutil
 import pytest
 
 from converters.cli import main
-from converters.recipes import RECIPES_DIR
+from converters.mapping.recipes import RECIPES_DIR
 from converters.regress.cases import CaseError, load_cases
 from converters.regress.digest import Change, compare
 

@@ -8,8 +8,7 @@ import json
 import pytest
 from rich.console import Console
 
-from converters.errors import ConverterError
-from converters.report import (
+from converters.acceptance.report import (
     GATE_TITLES,
     SCHEMA_CALBIN,
     SCHEMA_NINFER,
@@ -23,6 +22,7 @@ from converters.report import (
     sanitize,
     scrub_text,
 )
+from converters.errors import ConverterError
 
 
 def _report(*findings: Finding) -> Report:

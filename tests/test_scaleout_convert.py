@@ -14,8 +14,8 @@ import os
 import pytest
 
 from converters.cli import main
-from converters.convert import convert
 from converters.errors import ConversionError
+from converters.pipeline.convert import convert
 from converters.scaleout import job
 from converters.scaleout.planfile import PlanFile, Request
 from ninfer_core import open_artifact, validate

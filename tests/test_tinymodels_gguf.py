@@ -12,7 +12,7 @@ import pytest
 from gguf import GGMLQuantizationType, GGUFReader
 from gguf.quants import dequantize
 
-from converters import golden
+from converters.acceptance import golden
 from tinymodels import gguf_writer, qwen3, qwen35, tokenizer
 
 Q = GGMLQuantizationType

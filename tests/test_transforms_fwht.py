@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converters import transforms as T
 from converters.errors import TransformError
+from converters.mapping import transforms as T
 
 
 def stacked_butterfly(x: np.ndarray) -> np.ndarray:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converters import transforms as T
 from converters.errors import TransformError
+from converters.mapping import transforms as T
 from converters.mapping.chain import resolve_chain
 
 

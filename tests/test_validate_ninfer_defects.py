@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from test_gates_support import converted, rewrite, write_sources
 
-from converters.gates.verify import verify
-from converters.validate_ninfer import validate_ninfer
+from converters.acceptance.gates.verify import verify
+from converters.acceptance.validate_ninfer import validate_ninfer
 from tinymodels import qwen35
 
 DIVISOR_RECIPE = """\

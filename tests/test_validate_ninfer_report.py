@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from test_gates_support import CFG35, converted, qwen35_gguf
 
+from converters.acceptance.gates.codes import SPECS, VALIDATE_CODES
+from converters.acceptance.validate_ninfer import validate_ninfer
 from converters.cli import main
-from converters.gates.codes import SPECS, VALIDATE_CODES
-from converters.validate_ninfer import validate_ninfer
 from ninfer_core import open_artifact
 
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from test_gates_support import CFG35, converted, write_sources
 
-from converters import transforms as T
+from converters.acceptance.gates.decode import ArtifactRows, hadamard_unrotate
+from converters.acceptance.gates.verify import sample_layers, verify
 from converters.cli import main
-from converters.gates.decode import ArtifactRows, hadamard_unrotate
-from converters.gates.verify import sample_layers, verify
+from converters.mapping import transforms as T
 from ninfer_core import open_artifact
 from tinymodels import qwen3, qwen35
 
@@ -125,7 +125,7 @@ def _moe(d):
 def test_other_architectures_and_components(tmp_path, make):
     """MoE expert banks: coverage from the source's mapping, values and order by parts of banks; the golden
     forward routes tokens through the experts (tests/test_golden_moe*.py)."""
-    from converters.validate_ninfer import validate_ninfer
+    from converters.acceptance.validate_ninfer import validate_ninfer
 
     source, recipe, components = make(tmp_path)
     art = converted(source, tmp_path / "a.ninfer", recipe, components=components)

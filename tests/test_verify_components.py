@@ -4,7 +4,7 @@ checkpoint and from an mmproj (``--mmproj``), MTP from HF and from GGUF ``blk.{L
 drafters (``--drafter``) in the shared and the independent context K/V representation, proposal ``full`` and
 ``indexed`` — and a seeded defect in each (two rows swapped in one matrix, rewritten with the writer; wrong
 proposal token ids) fails the gate meant for it. Without a source, coverage of the components comes from
-their mapping files (:mod:`converters.gates.required`), checked here to be ``bind``'s list.
+their mapping files (:mod:`converters.acceptance.gates.required`), checked here to be ``bind``'s list.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 from test_gates_support import converted, rewrite, swap_blocks
 
+from converters.acceptance.gates.contract import expected_from_bound
+from converters.acceptance.gates.required import required_parameters
+from converters.acceptance.gates.verify import verify
+from converters.acceptance.validate_ninfer import validate_ninfer
 from converters.cli import main
-from converters.components import ComponentMissingError
-from converters.engine import open_model
-from converters.gates.contract import expected_from_bound
-from converters.gates.required import required_parameters
-from converters.gates.verify import verify
-from converters.proposal import ProposalRequest
-from converters.validate_ninfer import validate_ninfer
+from converters.model.components import ComponentMissingError
+from converters.model.engine import open_model
+from converters.pipeline.proposal import ProposalRequest
 from ninfer_core import open_artifact
 from tinymodels import dflash, qwen35, token_counts, vision
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from test_gates_support import CFG35, HEAD_DIM, converted, rewrite, swap_blocks, write_sources
 
-from converters.gates.verify import verify
+from converters.acceptance.gates.verify import verify
 from ninfer_core import open_artifact
 
 NH = CFG35["num_attention_heads"]

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from test_gates_support import rewrite
 
+from converters.acceptance.gates.verify import verify
 from converters.cli import main
-from converters.convert import convert
-from converters.gates.verify import verify
+from converters.pipeline.convert import convert
 from ninfer_core import open_artifact
 from tinymodels import bonsai, vision
 

@@ -4,7 +4,7 @@ CHECK 1 geometry, CHECK 2 byte round trip (``bytes_equal``; for a ternary/binary
 ``t2_g128_fp16``, whose trits and bits cannot be reassembled byte for byte, ``codes_equal``: every code and
 multiplier read back equals the source block's) + decode equality + the multiplier plausibility probe (prints
 ``IMPLAUSIBLE -- offset bug?``), CHECK 3 producer smoke of every object (borrowed template objects listed);
-then ``RESULT: OK`` (exit 0) or ``RESULT: FAILED`` (exit 1). Nothing is written (:mod:`converters.check`).
+then ``RESULT: OK`` (exit 0) or ``RESULT: FAILED`` (exit 1). Nothing is written (:mod:`converters.acceptance.check`).
 
 Examples::
 
@@ -81,7 +81,7 @@ def check(
     components: str = typer.Option("text", "--components", help="Comma-separated components."),
 ) -> None:
     """Read-only self-test of a conversion: CHECK 1 geometry, CHECK 2 round trip + offset probe, CHECK 3 producer smoke."""
-    from converters.check import run_check
+    from converters.acceptance.check import run_check
 
     comps = tuple(c.strip() for c in components.split(",") if c.strip()) or ("text",)
     result = run_check(gguf, template=template, recipe=recipe, components=comps)

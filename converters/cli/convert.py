@@ -1,6 +1,6 @@
 """``convert gguf2ninfer`` and ``convert st2ninfer``: a GGUF file or an HF safetensors directory → ``.ninfer``.
 
-Thin layer over :func:`converters.convert.convert` (same parameter names). The output is refused if it
+Thin layer over :func:`converters.pipeline.convert.convert` (same parameter names). The output is refused if it
 exists and the recipe is validated before the input is read; ``--dry-run`` prints the plan and writes
 nothing. Progress (stderr): the whole payload and each object in flight, with bytes/s. Result: a
 summary table (total, produced, borrowed by prefix, objects, exactness counts) or, with ``--json``, one
@@ -48,8 +48,8 @@ SOURCE_HELP = {"gguf": "GGUF file to convert.", "hf": "HF checkpoint directory (
 def _run(kind: str, source: Path, output: Path, template: Path | None, recipe: str | None, max_file_bytes: str | None,
          only_layer: int | None, dry_run: bool, json_out: bool, components: str, workers: int | None,
          inputs: dict | None = None, proposal=None, staged: dict | None = None) -> None:
-    from converters.components import parse_components
-    from converters.convert import check_output_free, convert
+    from converters.model.components import parse_components
+    from converters.pipeline.convert import check_output_free, convert
 
     limit = parse_byte_size(max_file_bytes)
     if not dry_run:
@@ -210,7 +210,7 @@ def _options(kind: str):
         scheduler: str = typer.Option(None, "--scheduler", help="Dask scheduler address (default: a local cluster "
                                       "of --workers processes)."),
     ) -> None:
-        from converters.proposal import ProposalRequest
+        from converters.pipeline.proposal import ProposalRequest
 
         request = ProposalRequest.parse(proposal, proposal_counts, proposal_rows)  # flags checked before reading
         inputs = {"mmproj": mmproj, "drafter": list(drafter or []) or None}

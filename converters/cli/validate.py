@@ -2,7 +2,7 @@
 
 The kind is detected by content (never by name alone): a directory holding ``model_memory_reserved_info.txt``
 and a root ``<model>.yaml`` is a calbin NPU package (seed 004); anything else is handed to the ``.ninfer``
-validator, ``converters.validate_ninfer.validate_ninfer(path, *, context=None, batch=None)``.
+validator, ``converters.acceptance.validate_ninfer.validate_ninfer(path, *, context=None, batch=None)``.
 
 Exit status: 0 for ``pass`` and ``pass_with_warnings``, 1 for ``fail`` or a typed error, 2 for usage.
 ``-o FILE`` refuses an existing file and is written atomically (temporary file, then rename), so no
@@ -33,8 +33,8 @@ Examples:
 
 
 def validate_path(path: Path, *, context: int | None = None, batch: int | None = None, fast: bool = False):
-    """Detect the package kind and run its validator; returns a :class:`converters.report.Report`."""
-    from converters.calbin import is_calbin_package, validate_calbin
+    """Detect the package kind and run its validator; returns a :class:`converters.acceptance.report.Report`."""
+    from converters.acceptance.calbin import is_calbin_package, validate_calbin
 
     try:
         path.lstat()
@@ -46,13 +46,13 @@ def validate_path(path: Path, *, context: int | None = None, batch: int | None =
     if fast:
         raise ConverterError("--fast applies to calbin packages only", file=str(path), rule="validate_options")
     try:
-        module = importlib.import_module("converters.validate_ninfer")
+        module = importlib.import_module("converters.acceptance.validate_ninfer")
     except ModuleNotFoundError as exc:
-        if exc.name not in ("converters.validate_ninfer",):
+        if exc.name not in ("converters.acceptance.validate_ninfer",):
             raise
         raise ConverterError(
             "not a calbin package (no model_memory_reserved_info.txt with a root <model>.yaml), and .ninfer "
-            "validation is not available in this build (converters.validate_ninfer is missing)",
+            "validation is not available in this build (converters.acceptance.validate_ninfer is missing)",
             file=str(path), rule="validate_kind") from None
     return module.validate_ninfer(path, context=context, batch=batch)
 
@@ -103,7 +103,7 @@ def validate(
     if json_out:
         emit_json(doc)
     else:
-        from converters.report import render
+        from converters.acceptance.report import render
 
         render(report, console, sanitized=sanitized)
     if report.verdict == "fail":

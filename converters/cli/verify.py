@@ -1,13 +1,13 @@
 """``convert verify OUT.ninfer [--source SRC] [--mmproj FILE] [--drafter DIR ...] [--sweep] [--layers 0,3] [--json]``:
 acceptance after writing.
 
-Seven gates (:mod:`converters.gates.verify`): structure, coverage, codec validity, values, order probes,
+Seven gates (:mod:`converters.acceptance.gates.verify`): structure, coverage, codec validity, values, order probes,
 resources, golden numerics. Exit 0 when no gate fails (``pass``, or ``incomplete`` when gates were skipped
 for want of ``--source``: printed as such, never as a pass), 1 when any gate fails. Components converted
 from inputs of their own are compared with the same inputs, spelled as for ``convert gguf2ninfer``:
 ``--mmproj`` (the vision tower of a GGUF model) and ``--drafter`` (DFlash / DFlash2, repeatable). Objects
 borrowed from a template (``--template`` conversions) are compared with the template: the one ``--template``
-names, else the sha256 or template path provenance records (:mod:`converters.gates.borrowed`).
+names, else the sha256 or template path provenance records (:mod:`converters.acceptance.gates.borrowed`).
 
 Examples::
 
@@ -82,7 +82,7 @@ def verify_cmd(
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Acceptance of a written artifact: seven gates, values and order compared with the source."""
-    from converters.gates.verify import verify
+    from converters.acceptance.gates.verify import verify
 
     chosen = parse_layers(layers)
     if sweep and chosen is not None:

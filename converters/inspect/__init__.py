@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from converters.calbin.validate import is_calbin_package
+from converters.acceptance.calbin.validate import is_calbin_package
 from converters.errors import SourceError
 from converters.inspect.calbin_facts import inspect_calbin
 from converters.inspect.evidence import EvidenceError, load_evidence, write_evidence

@@ -1,7 +1,7 @@
 """Inspection summary of a calbin NPU model package (seed 004), detected by content.
 
 A calbin package is a directory, not a model file, so it has no GGUF-style header digest or tensor
-table: its evidence is the static acceptance report of :mod:`converters.calbin` — what the package
+table: its evidence is the static acceptance report of :mod:`converters.acceptance.calbin` — what the package
 declares (model geometry, submodels, memory reservations, parameter bytes by chip, supply chain) and the
 gate verdict. ``hash="header"`` skips hashing the parameter blocks (the report says so with
 ``FS_HASH_SKIPPED``); ``hash="full"`` hashes every file.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from converters.calbin.validate import validate_calbin
+from converters.acceptance.calbin.validate import validate_calbin
 
 SCHEMA = "ninfer-convert.calbin-evidence/1"
 SECTIONS = ("package", "model", "submodels", "memory", "graph", "tokenizer", "supply_chain")

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from converters import transforms as T
 from converters.errors import TransformError
+from converters.mapping import transforms as T
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from converters.architectures import ARCHITECTURE_MODULES, module
+from converters import ROOT
 from converters.mapping.loader import load_mapping
 from converters.mapping.schema import MAPPINGS_DIR, Mapping, SourceRule
+from converters.model.architectures import ARCHITECTURE_MODULES, module
 
-DOCS_DIR = Path(__file__).resolve().parents[2] / "docs" / "mappings"
+DOCS_DIR = ROOT / "docs" / "mappings"
 
 
 def _cell(text: str) -> str:

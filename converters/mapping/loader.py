@@ -14,11 +14,9 @@ import re
 from functools import cache
 from pathlib import Path
 
-from converters import transforms as transform_registry
-from converters.architectures import ARCHITECTURE_MODULES
-from converters.architectures import module as architecture_module
 from converters.errors import MappingError
 from converters.mapping import expr
+from converters.mapping import transforms as transform_registry
 from converters.mapping.located import Located, LocatedError, load_located
 from converters.mapping.schema import (
     EXPR_PLACEHOLDER_RE,
@@ -38,6 +36,8 @@ from converters.mapping.schema import (
     TransformStep,
     template_names,
 )
+from converters.model.architectures import ARCHITECTURE_MODULES
+from converters.model.architectures import module as architecture_module
 
 
 def mapping_path(architecture: str, component: str) -> Path:

@@ -3,7 +3,7 @@
 A mapping file states, as data, how one component of one architecture is read from its sources. Its
 top-level keys (seed 003's MAPPING concepts in parentheses):
 
-``architecture``  the architecture module (``converters/architectures/<name>.py``) whose ``Args``
+``architecture``  the architecture module (``converters/model/architectures/<name>.py``) whose ``Args``
                   fields are the config names expressions may use.
 ``component``     the component id the parameters belong to (``text``, ``mtp``, ``vision`` …).
 ``source``        optional: which input carries the tensors (``main``, default; ``mmproj`` …), or a
@@ -58,11 +58,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
+from converters import ROOT
 from converters.mapping import expr
 
-MAPPINGS_DIR = Path(__file__).resolve().parents[2] / "mappings"
+MAPPINGS_DIR = ROOT / "mappings"
 SOURCE_KINDS = ("gguf", "hf")
 LAYER_PLACEHOLDER = "l"
 ROLE_RE = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")

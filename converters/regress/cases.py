@@ -12,7 +12,7 @@ Format::
 A fixture names a :mod:`tinymodels` model (:data:`MODELS`), optional ``config`` overrides and ``seed``,
 and exactly one of ``gguf`` (keyword arguments of ``write_gguf``) or ``hf`` (of ``write_hf_dir``). A case
 names a fixture, a recipe (shipped name or path relative to the case file) and ``options`` of
-:func:`converters.convert.convert` (:data:`OPTIONS`). Unknown keys, missing fields, unknown fixtures or
+:func:`converters.pipeline.convert.convert` (:data:`OPTIONS`). Unknown keys, missing fields, unknown fixtures or
 models, duplicate names and names that are not file names are errors naming the file and the entry.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 from converters.errors import ConverterError
-from converters.recipes import RECIPES_DIR, REGRESSION_CASES
+from converters.mapping.recipes import RECIPES_DIR, REGRESSION_CASES
 
 CASES_FILE = REGRESSION_CASES
 EXPECTED_DIR = RECIPES_DIR / "regression" / "expected"

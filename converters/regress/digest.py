@@ -9,7 +9,7 @@ change from run to run without the output changing.
 The old bytes are not kept, so to say *how* an object changed the digest also records, per tensor
 object, statistics of its decoded values (``sum``, ``absmax``, ``rms``) and ``vs_source``: the largest
 absolute difference between the logical parameters bound to it (decoded, use auxiliaries undone) and the
-source's own values after the mapped transforms (:func:`converters.engine.expected_parameters`). These
+source's own values after the mapped transforms (:func:`converters.model.engine.expected_parameters`). These
 are reported side by side, old → new, for each changed object: a format change that doubled the error
 against the source, or a reordering that left the sum and absmax equal but moved ``vs_source``, is told
 apart at a glance. They are explanations, never the pass/fail criterion (floats are rounded to 6
@@ -50,7 +50,7 @@ def _stats(values: np.ndarray) -> dict:
 
 def _vs_source(art, source, components) -> dict[str, float]:
     """Object ID → max |decoded logical value − source value| over the parameters bound to it."""
-    from converters.engine import expected_parameters, logical_array
+    from converters.model.engine import expected_parameters, logical_array
 
     out: dict[str, float] = {}
     for name, ref in expected_parameters(source, components=components):

@@ -3,9 +3,9 @@
 Per case (:func:`run_case`):
 
 1. the fixture is generated under the work directory (:mod:`converters.regress.fixtures`);
-2. it is converted with the case's recipe and options (:func:`converters.convert.convert`, a fixed
+2. it is converted with the case's recipe and options (:func:`converters.pipeline.convert.convert`, a fixed
    ``artifact_id`` — the digest does not depend on it, the determinism tests cover it);
-3. ``convert verify`` (:func:`converters.gates.verify.verify`) runs every gate against the source; anything
+3. ``convert verify`` (:func:`converters.acceptance.gates.verify.verify`) runs every gate against the source; anything
    but ``pass`` fails the case whatever the digest says;
 4. the artifact's digest (:mod:`converters.regress.digest`) is compared with the checked-in expectation
    ``recipes/regression/expected/<case>.json``. Any difference fails the case, listing what changed.
@@ -80,8 +80,8 @@ def expectation_text(value: dict) -> str:
 def run_case(case: Case, workdir: Path, *, expected_dir: Path = EXPECTED_DIR, update: bool = False,
              workers: int | None = 2) -> CaseResult:
     """Run one case (see the module docstring); never raises for a failing case, only reports it."""
-    from converters.convert import convert
-    from converters.gates.verify import verify
+    from converters.acceptance.gates.verify import verify
+    from converters.pipeline.convert import convert
 
     started = time.perf_counter()
     out_dir = Path(workdir) / "cases" / case.name

@@ -15,5 +15,5 @@
 The result is byte-identical to ``convert gguf2ninfer`` / ``st2ninfer`` with the same inputs and
 ``--artifact-id`` / ``--artifact-id-from-content`` (tests/test_scaleout_*.py): the directory is planned
 the same way (:mod:`converters.scaleout.reservation`) and every object is produced by the same code.
-This package imports nothing at load time, so :mod:`converters.convert` can use the reservation.
+This package imports nothing at load time, so :mod:`converters.pipeline.convert` can use the reservation.
 """

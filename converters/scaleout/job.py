@@ -1,8 +1,8 @@
 """The three steps of a staged conversion: :func:`stage` (plan), :func:`encode`, :func:`seal`.
 
-Every step opens the conversion the way :func:`converters.convert.convert` does
-(:func:`converters.convert.open_conversion`) and declares the writer the same way
-(:func:`converters.convert.declare_writer`), so the staged directory is the in-process one, byte for byte:
+Every step opens the conversion the way :func:`converters.pipeline.convert.convert` does
+(:func:`converters.pipeline.convert.open_conversion`) and declares the writer the same way
+(:func:`converters.pipeline.convert.declare_writer`), so the staged directory is the in-process one, byte for byte:
 
 - :func:`stage` plans, creates the staging directory with the pre-allocated files
   (``ArtifactWriter.stage``) and writes the plan file. Nothing is encoded.
@@ -29,7 +29,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from converters import __version__
-from converters.convert import (
+from converters.errors import ConversionError
+from converters.pipeline.convert import (
     borrowed_chunks,
     check_output_free,
     declare_writer,
@@ -37,12 +38,11 @@ from converters.convert import (
     open_conversion,
     worker_pool,
 )
-from converters.errors import ConversionError
-from converters.produce import ErrorStats
+from converters.pipeline.produce import ErrorStats
+from converters.pipeline.template import BorrowedObject
 from converters.scaleout.planfile import PlanFile, Request
 from converters.scaleout.reservation import measured
-from converters.template import BorrowedObject
-from converters.ternary import prove_objects
+from converters.sources.ternary import prove_objects
 from ninfer_core.container.staging import StagedArtifact, staging_dir_for
 
 log = logging.getLogger(__name__)

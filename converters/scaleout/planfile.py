@@ -37,7 +37,7 @@ def _abs(path) -> str | None:
 
 @dataclass(frozen=True)
 class Request:
-    """The arguments of one conversion (those of :func:`converters.convert.convert` that shape its output)."""
+    """The arguments of one conversion (those of :func:`converters.pipeline.convert.convert` that shape its output)."""
 
     source: str
     output: str
@@ -73,8 +73,8 @@ class Request:
                    tuple(components), ins, prop, aid, bool(artifact_id_from_content))
 
     def conversion_args(self) -> dict:
-        """Keyword arguments of :func:`converters.convert.open_conversion`."""
-        from converters.proposal import ProposalRequest
+        """Keyword arguments of :func:`converters.pipeline.convert.open_conversion`."""
+        from converters.pipeline.proposal import ProposalRequest
 
         proposal = None
         if self.proposal is not None:

@@ -1,7 +1,7 @@
 """The JSON space reserved for measured errors, so that measured values never move an offset.
 
 A conversion writes, per requantized object, its measured error into the provenance (``exactness`` and
-``measured_error``: :meth:`converters.produce.ErrorStats.to_json`). The directory is planned before the
+``measured_error``: :meth:`converters.pipeline.produce.ErrorStats.to_json`). The directory is planned before the
 payload (container §11.4), so its size must not depend on values only known after encoding — otherwise
 the in-process conversion (errors measured first) and a staged one (errors measured while writing, on
 other machines) would place the payload differently. Both therefore plan with :func:`reserved`: every
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from converters.produce import ErrorStats
+from converters.pipeline.produce import ErrorStats
 
 U64_MAX = (1 << 64) - 1
 WIDEST_FLOAT = -1.23457e-100  # 13 characters in JSON, more than any rounded error value
@@ -61,7 +61,7 @@ def _widest(value):
 
 def measured(objects: list) -> list:
     """The objects whose error a conversion measures (the same predicate as the in-process measuring pass)."""
-    from converters.convert import needs_measure
+    from converters.pipeline.convert import needs_measure
 
     return [o for o in objects if needs_measure(o)]
 

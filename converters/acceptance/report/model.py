@@ -1,0 +1,337 @@
+"""The one validation report model: findings, gates A–F, verdict (``specs/validation-report.md``).
+
+``convert validate`` writes the same report shape for calbin NPU packages (seed 004 §9–§12) and for
+``.ninfer`` artifacts; only the schema name and the kind-specific sections differ.
+
+Rules implemented here (seed 004 §10–§11, validation-report.md):
+
+- A :class:`Finding` is ``{severity, code, gate, evidence}`` plus ``path``/``file``/``line`` where known and
+  an optional structured ``detail``. Severities are ``ERROR``, ``BLOCKED_REPRODUCIBILITY``,
+  ``WARNING_<AREA>`` (``WARNING_VENDOR``, ``WARNING_SERVICE``; a ``.ninfer`` artifact may add its own area)
+  and ``INFO``. Codes are stable upper-case identifiers, documented in ``docs/validation-codes.md``.
+- Each gate's status: ``fail`` when it holds an ``ERROR``; ``pass_with_warnings`` when it holds any other
+  finding above ``INFO``; ``pass`` when it ran at least one check (or holds only ``INFO``); else ``not_run``.
+- The verdict: ``fail`` when any ``ERROR``; ``pass_with_warnings`` when any other finding above ``INFO``
+  (a ``BLOCKED_REPRODUCIBILITY`` package may still run, it may not be called reproducible); else ``pass``.
+
+A validator usually creates findings through a :class:`CodeTable`, which fixes each code's severity and
+gate in one place so the table, the docs and the emitted findings cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from converters.errors import ConverterError
+
+SCHEMA_CALBIN = "calculet-package-validation/v1"
+SCHEMA_NINFER = "ninfer-artifact-validation/v1"
+SCHEMAS = (SCHEMA_CALBIN, SCHEMA_NINFER)
+
+#: Gate names and titles (seed 004 §9), in report order.
+GATE_TITLES: dict[str, str] = {
+    "A": "filesystem",
+    "B": "schema",
+    "C": "cross_reference",
+    "D": "capacity",
+    "E": "supply_chain",
+    "F": "pre_run",
+}
+
+VERDICTS = ("pass", "pass_with_warnings", "fail")
+GATE_STATUSES = ("pass", "pass_with_warnings", "fail", "not_run")
+
+_CODE_RE = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$")
+_WARNING_RE = re.compile(r"^WARNING_[A-Z][A-Z0-9]*$")
+
+
+class Severity:
+    """Severity names of seed 004 §10 and their order (``rank``: higher is worse)."""
+
+    ERROR = "ERROR"
+    BLOCKED_REPRODUCIBILITY = "BLOCKED_REPRODUCIBILITY"
+    WARNING_VENDOR = "WARNING_VENDOR"
+    WARNING_SERVICE = "WARNING_SERVICE"
+    INFO = "INFO"
+
+    @staticmethod
+    def is_valid(name: str) -> bool:
+        return name in (Severity.ERROR, Severity.BLOCKED_REPRODUCIBILITY, Severity.INFO) or bool(
+            _WARNING_RE.match(name)
+        )
+
+    @staticmethod
+    def rank(name: str) -> int:
+        """3 = ERROR, 2 = BLOCKED_REPRODUCIBILITY, 1 = any WARNING_*, 0 = INFO."""
+        if name == Severity.ERROR:
+            return 3
+        if name == Severity.BLOCKED_REPRODUCIBILITY:
+            return 2
+        if _WARNING_RE.match(name):
+            return 1
+        if name == Severity.INFO:
+            return 0
+        raise ConverterError(f"unknown severity {name!r}", rule="severity_name", section="validation-report.md")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One observation about a package, with its evidence.
+
+    Attributes:
+        severity: a :class:`Severity` name.
+        code: stable upper-case identifier (``META_SMODEL_TYPE``).
+        gate: ``"A"``…``"F"``.
+        evidence: one sentence a reader can act on; never a device address (those go in ``detail``
+            under an address key, which the sanitized report drops).
+        path: where inside a structured file (``one_model_cfg.x.model_info.batch_num``), if any.
+        file: the file concerned, relative to the package root (POSIX separators), if any.
+        line: 1-based line in ``file``, if any.
+        detail: structured evidence (numbers, lists); keys named like addresses are internal-only.
+    """
+
+    severity: str
+    code: str
+    gate: str
+    evidence: str
+    path: str | None = None
+    file: str | None = None
+    line: int | None = None
+    detail: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not Severity.is_valid(self.severity):
+            raise ConverterError(f"unknown severity {self.severity!r}", rule="severity_name")
+        if not _CODE_RE.match(self.code):
+            raise ConverterError(f"finding code {self.code!r} is not an upper-case identifier", rule="code_form")
+        if self.gate not in GATE_TITLES:
+            raise ConverterError(f"unknown gate {self.gate!r} (expected one of A-F)", rule="gate_name")
+
+    @property
+    def rank(self) -> int:
+        return Severity.rank(self.severity)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "severity": self.severity,
+            "code": self.code,
+            "gate": self.gate,
+            "evidence": self.evidence,
+        }
+        for key in ("path", "file", "line"):
+            value = getattr(self, key)
+            if value is not None:
+                d[key] = value
+        if self.detail:
+            d["detail"] = dict(self.detail)
+        return d
+
+
+@dataclass(frozen=True)
+class CodeSpec:
+    """A documented finding code: its fixed severity and gate, and what it means."""
+
+    code: str
+    severity: str
+    gate: str
+    summary: str
+
+
+class CodeTable:
+    """A validator's table of codes (one per package kind); builds findings with the right severity/gate.
+
+    >>> codes = CodeTable([CodeSpec("META_SMODEL_TYPE", "WARNING_VENDOR", "B", "prefill labelled decode")])
+    >>> codes.finding("META_SMODEL_TYPE", "prefill submodel says llm_decode").severity
+    'WARNING_VENDOR'
+    """
+
+    def __init__(self, specs: Iterable[CodeSpec]):
+        self._specs: dict[str, CodeSpec] = {}
+        for spec in specs:
+            if spec.code in self._specs:
+                raise ConverterError(f"code {spec.code} defined twice", rule="code_unique")
+            # Validates severity, code form and gate once, at table construction.
+            Finding(spec.severity, spec.code, spec.gate, spec.summary)
+            self._specs[spec.code] = spec
+
+    def __getitem__(self, code: str) -> CodeSpec:
+        try:
+            return self._specs[code]
+        except KeyError:
+            raise ConverterError(f"undocumented finding code {code!r}", rule="code_documented") from None
+
+    def __iter__(self):
+        return iter(self._specs.values())
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def finding(self, code: str, evidence: str, **where: Any) -> Finding:
+        """A :class:`Finding` for ``code`` (severity and gate from the table); ``where`` = path/file/line/detail."""
+        spec = self[code]
+        return Finding(spec.severity, code, spec.gate, evidence, **where)
+
+
+@dataclass
+class Gate:
+    """One gate's machine-readable result: the checks it ran and its findings (owned by the report)."""
+
+    name: str
+    title: str
+    checks: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    def check(self, name: str) -> None:
+        """Record that the check ``name`` ran (a gate that ran no check reports ``not_run``)."""
+        if name not in self.checks:
+            self.checks.append(name)
+
+    @property
+    def status(self) -> str:
+        worst = max((f.rank for f in self.findings), default=-1)
+        if worst == 3:
+            return "fail"
+        if worst >= 1:
+            return "pass_with_warnings"
+        if self.checks or self.findings:
+            return "pass"
+        return "not_run"
+
+    def to_dict(self) -> dict[str, Any]:
+        counts = Counter(f.severity for f in self.findings)
+        return {
+            "name": self.name,
+            "title": self.title,
+            "status": self.status,
+            "checks": list(self.checks),
+            "findings": dict(sorted(counts.items(), key=lambda kv: (-Severity.rank(kv[0]), kv[0]))),
+        }
+
+
+class Report:
+    """A validation report under construction.
+
+    Usage::
+
+        report = Report(SCHEMA_NINFER, {"name": "model.ninfer", "path": "/abs/model.ninfer"})
+        report.section("memory")["kv_bytes"] = 4026531840
+        report.gate("A").check("declared_files_present")
+        report.add(Finding("ERROR", "FILE_TRUNCATED", "A", "part 2 is 10 bytes short", file="model.ninfer.1"))
+        report.verdict            # 'fail'
+        report.to_json(sanitized=True)
+
+    Sections are kind-specific top-level blocks (``model``, ``submodels``/``components``, ``memory``,
+    ``graph``, ``supply_chain``, ...), emitted in the order first touched, between ``package`` and
+    ``gates``.
+    """
+
+    def __init__(self, schema: str, package: Mapping[str, Any] | None = None):
+        if schema not in SCHEMAS:
+            raise ConverterError(f"unknown report schema {schema!r}", rule="schema_name")
+        self.schema = schema
+        self.package: dict[str, Any] = dict(package or {})
+        self.sections: dict[str, Any] = {}
+        self._gates = {name: Gate(name, title) for name, title in GATE_TITLES.items()}
+        self._findings: list[Finding] = []
+
+    # -- building ---------------------------------------------------------------------------------
+    def section(self, name: str, default: Any = None) -> Any:
+        """The kind-specific block ``name``, created (as ``default`` or ``{}``) on first use."""
+        if name in ("schema", "package", "gates", "findings", "verdict"):
+            raise ConverterError(f"{name!r} is a fixed report field, not a section", rule="section_name")
+        if name not in self.sections:
+            self.sections[name] = {} if default is None else default
+        return self.sections[name]
+
+    def add(self, finding: Finding) -> Finding:
+        """Record ``finding`` (in the report and in its gate) and return it."""
+        self._findings.append(finding)
+        self._gates[finding.gate].findings.append(finding)
+        return finding
+
+    def extend(self, findings: Iterable[Finding]) -> None:
+        for f in findings:
+            self.add(f)
+
+    # -- reading ----------------------------------------------------------------------------------
+    def gate(self, name: str) -> Gate:
+        try:
+            return self._gates[name]
+        except KeyError:
+            raise ConverterError(f"unknown gate {name!r} (expected one of A-F)", rule="gate_name") from None
+
+    @property
+    def gates(self) -> list[Gate]:
+        return list(self._gates.values())
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return tuple(self._findings)
+
+    def codes(self) -> set[str]:
+        """The codes present (for tests and callers that branch on a code)."""
+        return {f.code for f in self._findings}
+
+    def by_code(self, code: str) -> list[Finding]:
+        return [f for f in self._findings if f.code == code]
+
+    @property
+    def verdict(self) -> str:
+        worst = max((f.rank for f in self._findings), default=0)
+        if worst == 3:
+            return "fail"
+        if worst >= 1:
+            return "pass_with_warnings"
+        return "pass"
+
+    def counts(self) -> dict[str, int]:
+        """Number of findings per severity, worst first."""
+        c = Counter(f.severity for f in self._findings)
+        return dict(sorted(c.items(), key=lambda kv: (-Severity.rank(kv[0]), kv[0])))
+
+    # -- output -----------------------------------------------------------------------------------
+    def to_json(self, sanitized: bool = False) -> dict[str, Any]:
+        """The ``validation.json`` document (seed 004 §11).
+
+        ``sanitized=True`` gives the shareable variant: no device addresses, absolute paths or command
+        addresses (see :mod:`converters.acceptance.report.sanitize`); every finding, code, gate and the verdict stay.
+        Findings are sorted worst first, then by gate, code, file and line, so output is deterministic.
+        """
+        ordered = sorted(
+            self._findings,
+            key=lambda f: (-f.rank, f.gate, f.code, f.file or "", f.line or 0, f.path or ""),
+        )
+        doc: dict[str, Any] = {"schema": self.schema, "package": dict(self.package)}
+        doc.update(self.sections)
+        doc["gates"] = [g.to_dict() for g in self._gates.values()]
+        doc["findings"] = [f.to_dict() for f in ordered]
+        doc["verdict"] = self.verdict
+        doc = _plain(doc)
+        if sanitized:
+            from converters.acceptance.report.sanitize import sanitize
+
+            doc = sanitize(doc)
+        return doc
+
+
+def _plain(obj: Any) -> Any:
+    """Deep-copy into JSON types (tuples → lists, numpy scalars → Python numbers, keys → str)."""
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (str, bool)) or obj is None:
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return float(obj)
+    if hasattr(obj, "item"):  # numpy scalar
+        return obj.item()
+    if hasattr(obj, "to_dict"):
+        return _plain(obj.to_dict())
+    raise ConverterError(f"report value of type {type(obj).__name__} is not JSON-representable", rule="json_value")

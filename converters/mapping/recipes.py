@@ -1,0 +1,371 @@
+"""Recipes (``recipes/*.yaml``): how each role of a mapping is stored, as data.
+
+A recipe maps the *roles* of the mapping files (``mlp.gate``, ``attention.query``, ``norm`` …) to a
+storage choice; it never names tensors. Fields:
+
+``name``, ``description``  the recipe id (recorded with the file's sha256 in every artifact) and one
+                     paragraph.
+``encoder``          default encoder of requantized objects (``absmax`` | ``mse``, codecs).
+``activation_policy``  default ``uses[].activation_policy`` (``A16Only`` | ``AllowA8`` | ``AllowA4``, §8).
+``exact_transcoding``  ``prefer`` (default): when the source type converts exactly into the chosen
+                     format (layout spec §6: Q8_0 → q8_g32_fp16, BF16 → bf16 …) and no value transform
+                     applies, transcode instead of decoding and re-encoding; ``never``: always re-encode.
+``hadamard_seed``    seed of the ±1 sign vectors, required when a role sets ``hadamard``.
+``roles``            role or pattern (``attention.*``; ``*`` is the default) → ``format`` (a codec
+                     format, or ``exact``: keep every source value — transcode, or pass ``gguf_*``
+                     blocks through; value transforms are computed in float64 and stored ``fp32``),
+                     optional ``encoder``, ``fallback`` (the format used when the shape does not allow
+                     ``format``, e.g. nvfp4 needs N % 128 == 0 and K % 64 == 0; recorded in provenance),
+                     ``activation_policy``, ``hadamard`` (store ``W·D·H``, storage-layouts §7; only
+                     where K % 1024 == 0, else recorded as not rotated), ``activation_input_divisor``
+                     (a positive constant bound as the use's auxiliary, container §8) and
+                     ``when_inexact``: what happens to a tensor that cannot be transcoded exactly into
+                     ``format`` — absent: it is requantized into ``format`` (error measured); ``refuse``:
+                     the conversion stops before writing, naming the tensor and why; a format: that
+                     format is used instead (transcoded when exact, else requantized) — e.g. a ternary
+                     recipe keeps every ternary matrix bit for bit and refuses anything else.
+                     Or ``same_as: <role>`` (with at most ``activation_policy``): no object of its own —
+                     the parameter binds the same parts as the parameter of that role in the same scope,
+                     which must read the same source tensor through the same transforms (container
+                     §12.5: a DFlash ``attention/context_key`` sharing ``attention/key``'s representation;
+                     without ``same_as`` it is an object of its own, possibly in another format). Its use
+                     keeps its own activation policy.
+                     The most specific entry wins: the exact role, then the longest pattern.
+``groups``           group key (the object id under the members' common scope, e.g.
+                     ``attention/query_key`` → ``text/layers/3/attention/query_key``) → ``members``
+                     (roles, stacked by rows in this order; repeated parameters of one role, such as
+                     experts, in mapping order), ``format``, optional ``encoder``, ``fallback``,
+                     ``divisors`` (``one`` | ``per_member``: nvfp4 weight divisors, container §5.1),
+                     ``when_inexact`` (as for roles, for the whole group).
+                     Groups are tried in order; one forms in a scope only when all its member roles
+                     are present there and none is already grouped. Expert banks are not recipe
+                     groups: the mapping stacks a layer's experts (``bank``) and the role entry of the
+                     experts chooses the bank's format — ``nvfp4`` with one divisor per expert
+                     (``converters/pipeline/expert_bank.py``).
+
+The file is validated completely (keys, formats, encoders, policies, roles known to some mapping)
+before any checkpoint is opened; errors name ``file:line``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from converters import ROOT
+from converters.errors import RecipeError
+from converters.mapping.located import Located, LocatedError, load_located
+from ninfer_core import codecs
+
+RECIPES_DIR = ROOT / "recipes"
+POLICIES = ("A16Only", "AllowA8", "AllowA4")
+EXACT = "exact"
+REFUSE = "refuse"
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+ROLE_PATTERN_RE = re.compile(r"^(\*|[a-z0-9_]+(\.[a-z0-9_]+)*(\.\*)?)$")
+GROUP_KEY_RE = re.compile(r"^[a-z0-9_]+(/[a-z0-9_]+)+$")
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    """The resolved storage choice of one role."""
+
+    pattern: str
+    format: str
+    encoder: str
+    fallback: str | None
+    activation_policy: str
+    hadamard: bool
+    activation_input_divisor: float | None
+    when_inexact: str | None = None
+    same_as: str | None = None  # bind the same parts as this role's parameter (then ``format`` is "")
+
+    def to_json(self) -> dict:
+        if self.same_as:
+            return {"same_as": self.same_as, "activation_policy": self.activation_policy}
+        out = {"format": self.format, "encoder": self.encoder, "activation_policy": self.activation_policy}
+        if self.fallback:
+            out["fallback"] = self.fallback
+        if self.when_inexact:
+            out["when_inexact"] = self.when_inexact
+        if self.hadamard:
+            out["hadamard"] = True
+        if self.activation_input_divisor is not None:
+            out["activation_input_divisor"] = self.activation_input_divisor
+        return out
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    key: str
+    members: tuple[str, ...]
+    format: str
+    encoder: str
+    fallback: str | None
+    divisors: str
+    when_inexact: str | None = None
+
+    def to_json(self) -> dict:
+        out = {"members": list(self.members), "format": self.format, "encoder": self.encoder,
+               "divisors": self.divisors}
+        if self.fallback:
+            out["fallback"] = self.fallback
+        if self.when_inexact:
+            out["when_inexact"] = self.when_inexact
+        return out
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    description: str
+    file: str
+    sha256: str
+    encoder: str
+    activation_policy: str
+    exact_transcoding: str
+    hadamard_seed: int | None
+    roles: tuple[RoleSpec, ...]
+    groups: tuple[GroupSpec, ...]
+
+    def role(self, role: str) -> RoleSpec:
+        """The most specific role entry for ``role`` (exact, then longest pattern, then ``*``)."""
+        best, rank = None, -1
+        for spec in self.roles:
+            p = spec.pattern
+            if p == role:
+                return spec
+            if p == "*":
+                r = 0
+            elif p.endswith(".*") and role.startswith(p[:-1]):
+                r = len(p)
+            else:
+                continue
+            if r > rank:
+                best, rank = spec, r
+        if best is None:
+            raise RecipeError(f"recipe {self.name} has no entry for role {role!r}", file=self.file,
+                              json_path="roles", rule="role_unresolved")
+        return best
+
+    def to_json(self) -> dict:
+        """What provenance records: name, file hash, and the resolved table."""
+        return {"name": self.name, "sha256": self.sha256, "file": Path(self.file).name,
+                "encoder": self.encoder, "activation_policy": self.activation_policy,
+                "exact_transcoding": self.exact_transcoding, "hadamard_seed": self.hadamard_seed,
+                "roles": {s.pattern: s.to_json() for s in self.roles},
+                "groups": {g.key: g.to_json() for g in self.groups}}
+
+
+# the recipe regression case list (``convert regress``) lives beside the recipes but is not one
+REGRESSION_CASES = RECIPES_DIR / "regression.yaml"
+
+
+def list_recipes() -> list[str]:
+    """Names of the shipped recipes (every ``recipes/*.yaml`` but the regression case list)."""
+    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml") if p != REGRESSION_CASES)
+
+
+def recipe_path(name_or_path: str | Path) -> Path:
+    """A shipped recipe by name (``groupwise-int``) or a recipe file by path."""
+    text = str(name_or_path)
+    if "/" in text or text.endswith((".yaml", ".yml")):
+        return Path(text)
+    if text not in list_recipes():
+        raise RecipeError(f"no recipe named {text!r} (shipped: {', '.join(list_recipes())}); pass a path to use "
+                          "your own file", rule="recipe_unknown")
+    return RECIPES_DIR / f"{text}.yaml"
+
+
+def load_recipe(name_or_path: str | Path, *, known_roles: set[str] | None = None) -> Recipe:
+    """Load and validate a recipe; ``known_roles`` defaults to the roles of every shipped mapping."""
+    path = recipe_path(name_or_path).resolve()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RecipeError(f"cannot read the recipe: {exc.strerror}", file=str(path), rule="recipe_read") from None
+    roles = frozenset(known_roles) if known_roles is not None else frozenset(all_mapping_roles())
+    return _load(str(path), hashlib.sha256(data).hexdigest(), roles)
+
+
+def all_mapping_roles() -> set[str]:
+    """Roles named by every mapping file of every registered architecture."""
+    from converters.mapping.loader import load_mapping
+    from converters.mapping.schema import MAPPINGS_DIR
+    from converters.model.architectures import ARCHITECTURE_MODULES, module
+
+    roles: set[str] = set()
+    for arch in ARCHITECTURE_MODULES:
+        for file in module(arch).MAPPINGS.values():
+            roles |= {p.role for p in load_mapping(MAPPINGS_DIR / file).parameters()}
+    return roles
+
+
+@cache
+def _load(path: str, sha256: str, known_roles: frozenset[str]) -> Recipe:
+    try:
+        doc = load_located(path)
+    except LocatedError as exc:
+        raise RecipeError(str(exc), file=f"{path}:{exc.line}", rule="yaml") from None
+    except UnicodeDecodeError:
+        raise RecipeError("not UTF-8", file=path, rule="yaml") from None
+    return _Validator(doc, sha256, known_roles).recipe()
+
+
+class _Validator:
+    TOP = {"name": True, "description": True, "roles": True, "encoder": False, "activation_policy": False,
+           "exact_transcoding": False, "hadamard_seed": False, "groups": False}
+    ROLE = {"format": True, "encoder": False, "fallback": False, "activation_policy": False, "hadamard": False,
+            "activation_input_divisor": False, "when_inexact": False, "same_as": False}
+    GROUP = {"members": True, "format": True, "encoder": False, "fallback": False, "divisors": False,
+             "when_inexact": False}
+
+    def __init__(self, doc: Located, sha256: str, known_roles: frozenset[str]) -> None:
+        self.doc, self.sha256, self.known = doc, sha256, known_roles
+
+    def fail(self, path: tuple, message: str, rule: str = "recipe_schema") -> RecipeError:
+        return RecipeError(message, file=self.doc.where(path), json_path=".".join(map(str, path)) or None, rule=rule)
+
+    def fields(self, value, path: tuple, spec: dict[str, bool], what: str) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(path, f"{what} must be a mapping")
+        for k in value:
+            if k not in spec:
+                raise self.fail((*path, k), f"unknown key {k!r} in {what} (allowed: {', '.join(spec)})",
+                                rule="unknown_key")
+        for k, required in spec.items():
+            if required and k not in value:
+                raise self.fail(path, f"{what} lacks the required field {k!r}", rule="missing_field")
+        return value
+
+    def choice(self, value, path: tuple, allowed: tuple[str, ...], what: str) -> str:
+        if value not in allowed:
+            raise self.fail(path, f"{what} {value!r} is not one of {', '.join(allowed)}", rule=f"unknown_{what}")
+        return value
+
+    def fmt(self, value, path: tuple, *, allow_exact: bool) -> str:
+        if allow_exact and value == EXACT:
+            return value
+        if not isinstance(value, str) or value not in codecs.FORMATS:
+            extra = " or 'exact'" if allow_exact else ""
+            raise self.fail(path, f"unknown format {value!r} (a codec format{extra})", rule="unknown_format")
+        return value
+
+    def when_inexact(self, spec: dict, path: tuple, fmt: str) -> str | None:
+        value = spec.get("when_inexact")
+        if value is None:
+            return None
+        if fmt == EXACT:
+            raise self.fail((*path, "when_inexact"), "'exact' never requantizes; when_inexact does not apply")
+        if value == REFUSE:
+            return value
+        return self.fmt(value, (*path, "when_inexact"), allow_exact=False)
+
+    def recipe(self) -> Recipe:
+        top = self.fields(self.doc.data, (), self.TOP, "the recipe")
+        name = top["name"]
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+            raise self.fail(("name",), f"recipe name {name!r} must be lower-case letters, digits, '.', '_', '-'")
+        desc = top["description"]
+        if not isinstance(desc, str) or not desc.strip():
+            raise self.fail(("description",), "description must be a non-empty string")
+        encoder = self.choice(top.get("encoder", "absmax"), ("encoder",), codecs.ENCODERS, "encoder")
+        policy = self.choice(top.get("activation_policy", "A16Only"), ("activation_policy",), POLICIES,
+                             "activation_policy")
+        exact_tc = self.choice(top.get("exact_transcoding", "prefer"), ("exact_transcoding",), ("prefer", "never"),
+                               "exact_transcoding")
+        seed = top.get("hadamard_seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise self.fail(("hadamard_seed",), "hadamard_seed must be a non-negative integer")
+        roles = self.roles(top["roles"], encoder, policy)
+        if any(r.hadamard for r in roles) and seed is None:
+            raise self.fail(("hadamard_seed",), "a role sets hadamard: true, so hadamard_seed is required",
+                            rule="missing_field")
+        groups = self.groups(top.get("groups", {}), encoder)
+        return Recipe(name, desc.strip(), self.doc.file, self.sha256, encoder, policy, exact_tc, seed, roles, groups)
+
+    def roles(self, value, encoder: str, policy: str) -> tuple[RoleSpec, ...]:
+        if not isinstance(value, dict) or not value:
+            raise self.fail(("roles",), "roles must be a non-empty mapping of role (or pattern): choice")
+        out = []
+        for pattern, spec in value.items():
+            path = ("roles", pattern)
+            if not isinstance(pattern, str) or not ROLE_PATTERN_RE.fullmatch(pattern):
+                raise self.fail(path, f"{pattern!r} is not a role (mlp.gate) or pattern (mlp.*, *)")
+            if pattern != "*" and not any(r == pattern or (pattern.endswith(".*") and r.startswith(pattern[:-1]))
+                                          for r in self.known):
+                raise self.fail(path, f"{pattern!r} matches no role of any mapping", rule="unknown_role")
+            if isinstance(spec, dict) and "same_as" in spec:
+                out.append(self.shared_role(pattern, spec, path, policy))
+                continue
+            spec = self.fields(spec, path, self.ROLE, f"role {pattern}")
+            fmt = self.fmt(spec["format"], (*path, "format"), allow_exact=True)
+            fallback = spec.get("fallback")
+            if fallback is not None:
+                if fmt == EXACT:
+                    raise self.fail((*path, "fallback"), "'exact' has no fallback: it never requantizes")
+                fallback = self.fmt(fallback, (*path, "fallback"), allow_exact=False)
+            hadamard = spec.get("hadamard", False)
+            if not isinstance(hadamard, bool):
+                raise self.fail((*path, "hadamard"), "hadamard must be true or false")
+            if hadamard and fmt == EXACT:
+                raise self.fail((*path, "hadamard"), "'exact' keeps source values; it cannot rotate them")
+            div = spec.get("activation_input_divisor")
+            if div is not None and (isinstance(div, bool) or not isinstance(div, int | float)
+                                    or not math.isfinite(div) or div <= 0):
+                raise self.fail((*path, "activation_input_divisor"), "activation_input_divisor must be a positive "
+                                "finite number")
+            out.append(RoleSpec(
+                pattern=pattern, format=fmt,
+                encoder=self.choice(spec.get("encoder", encoder), (*path, "encoder"), codecs.ENCODERS, "encoder"),
+                fallback=fallback,
+                activation_policy=self.choice(spec.get("activation_policy", policy), (*path, "activation_policy"),
+                                              POLICIES, "activation_policy"),
+                hadamard=hadamard, activation_input_divisor=None if div is None else float(div),
+                when_inexact=self.when_inexact(spec, path, fmt)))
+        return tuple(out)
+
+    def shared_role(self, pattern: str, spec: dict, path: tuple, policy: str) -> RoleSpec:
+        """``{same_as: role, activation_policy?}``: a role bound to another role's representation."""
+        spec = self.fields(spec, path, {"same_as": True, "activation_policy": False}, f"role {pattern} (same_as)")
+        target = spec["same_as"]
+        if pattern.endswith("*") or target not in self.known or target == pattern:
+            raise self.fail((*path, "same_as"), f"same_as {target!r}: a role ({pattern}, not a pattern) shares the "
+                            "representation of another role of a mapping", rule="same_as")
+        return RoleSpec(pattern=pattern, format="", encoder="", fallback=None,
+                        activation_policy=self.choice(spec.get("activation_policy", policy),
+                                                      (*path, "activation_policy"), POLICIES, "activation_policy"),
+                        hadamard=False, activation_input_divisor=None, same_as=target)
+
+    def groups(self, value, encoder: str) -> tuple[GroupSpec, ...]:
+        if not isinstance(value, dict):
+            raise self.fail(("groups",), "groups must be a mapping of group key: group")
+        out = []
+        for key, spec in value.items():
+            path = ("groups", key)
+            if not isinstance(key, str) or not GROUP_KEY_RE.fullmatch(key):
+                raise self.fail(path, f"group key {key!r} must be a path like attention/query_key")
+            spec = self.fields(spec, path, self.GROUP, f"group {key}")
+            members = spec["members"]
+            if not isinstance(members, list) or not members or len(set(members)) != len(members):
+                raise self.fail((*path, "members"), "members must be a non-empty list of distinct roles")
+            for m in members:
+                if m not in self.known:
+                    raise self.fail((*path, "members"), f"member {m!r} is not a role of any mapping",
+                                    rule="unknown_role")
+            fmt = self.fmt(spec["format"], (*path, "format"), allow_exact=False)
+            fallback = spec.get("fallback")
+            if fallback is not None:
+                fallback = self.fmt(fallback, (*path, "fallback"), allow_exact=False)
+            divisors = self.choice(spec.get("divisors", "one"), (*path, "divisors"), ("one", "per_member"), "divisors")
+            if divisors == "per_member" and fmt != "nvfp4":
+                raise self.fail((*path, "divisors"), "divisors: per_member is only meaningful for nvfp4 (§5.1)")
+            out.append(GroupSpec(key, tuple(members), fmt,
+                                 self.choice(spec.get("encoder", encoder), (*path, "encoder"), codecs.ENCODERS,
+                                             "encoder"),
+                                 fallback, divisors, self.when_inexact(spec, path, fmt)))
+        return tuple(out)

@@ -1,0 +1,43 @@
+"""Ternary Bonsai 2 (PrismML): a ``qwen35`` GGUF whose matrices are ternary and Hadamard-rotated
+(``prism.hadamard.*``), the gated delta net output projection's input columns kept in grouped order.
+
+Same config and layer kinds as :mod:`converters.model.architectures.qwen35`; what differs is the tensor layout,
+so the mapping is its own file, ``mappings/bonsai.yaml`` (seed 003's MAPPING concepts). A GGUF is read
+with it when :func:`detect` says so — it declares ``prism.hadamard.*``; a ternary GGUF without rotation
+is llama.cpp's own layout and stays with ``qwen35.yaml`` (the recipe, not the mapping, chooses ``t2``).
+"""
+
+from __future__ import annotations
+
+from converters.errors import ConversionError
+from converters.model.architectures.qwen35 import LAYER_KINDS, Args
+from converters.sources.hadamard import PREFIX, has_rotation_metadata
+
+NAME = "bonsai"
+HF_ARCHITECTURES: tuple[str, ...] = ()  # a GGUF layout, never an HF checkpoint's own architecture
+GGUF_ARCHITECTURES = ("qwen35",)
+MAPPINGS = {"text": "bonsai.yaml"}
+#: With ``--template``, taken from the template even though the GGUF could rebuild them (seed 003 §3: the
+#: tokenizer files of the official checkpoint the template was made from, not ones rebuilt from
+#: ``tokenizer.ggml.*``; the same tokenizer either way).
+TEMPLATE_BORROWS = ("frontend/",)
+__all__ = ["GGUF_ARCHITECTURES", "HF_ARCHITECTURES", "LAYER_KINDS", "MAPPINGS", "NAME", "TEMPLATE_BORROWS", "Args",
+           "detect"]
+
+
+def detect(source) -> bool:
+    """Whether ``source`` is a Ternary Bonsai 2 GGUF: ``general.architecture`` ``qwen35`` with
+    ``prism.hadamard.*`` metadata. Such a file must say ``gdn_v_grouped = true``: the mapping reads
+    ``ssm_out`` with grouped input columns, and a rotated matrix's columns cannot be re-ordered."""
+    if getattr(source, "kind", None) != "gguf" or not has_rotation_metadata(source):
+        return False
+    if source.metadata.get("general.architecture") not in GGUF_ARCHITECTURES:
+        return False
+    key = PREFIX + "gdn_v_grouped"
+    if source.metadata.get(key) is not True:
+        raise ConversionError(f"{key} is {source.metadata.get(key)!r}: the Bonsai mapping needs the gated delta net "
+                              "output projection's input columns in grouped order (true); tiled columns of a "
+                              "rotated matrix cannot be re-ordered, and no use contract composes input_columns "
+                              "with hadamard_signs", file=str(source.path), json_path=f"metadata.{key}",
+                              rule="bonsai_v_grouped")
+    return True

@@ -1,0 +1,47 @@
+"""Qwen3.5 hybrid text (``Qwen3_5ForCausalLM``, text of ``Qwen3_5ForConditionalGeneration``, GGUF
+``qwen35``): gated delta net layers and gated full attention, zero-centred RMSNorms.
+
+The layer kinds come from ``layer_types`` of the normalised config (HF derives it from
+``full_attention_interval`` when a checkpoint omits it; the normaliser does the same for a GGUF), and
+the binder cross-checks them against the tensors present. Mapping: ``mappings/qwen35.yaml``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from converters.model.architectures._args import AttentionArgs, args_from_config, fail
+from converters.model.architectures._moe import HYBRID_KINDS, check_hybrid
+
+NAME = "qwen35"
+HF_ARCHITECTURES = ("Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration")
+GGUF_ARCHITECTURES = ("qwen35",)
+MAPPINGS = {"text": "qwen35.yaml"}
+LAYER_KINDS = HYBRID_KINDS
+
+
+@dataclass(frozen=True)
+class Args(AttentionArgs):
+    """The Qwen3_5TextConfig fields the mapping reads (transformers names)."""
+
+    tie_word_embeddings: bool
+    layer_types: tuple[str, ...]
+    linear_num_key_heads: int
+    linear_num_value_heads: int
+    linear_key_head_dim: int
+    linear_value_head_dim: int
+    linear_conv_kernel_dim: int
+    attn_output_gate: bool
+
+    @classmethod
+    def from_config(cls, config: dict, *, file: str | None = None) -> Args:
+        a = args_from_config(cls, config, file=file)
+        check_hybrid(a, file)
+        a.check_heads(file)
+        if not a.attn_output_gate:
+            fail("attn_output_gate is false: the qwen35 mapping only knows the gated query",
+                 field="attn_output_gate", file=file)
+        return a
+
+    def layer_kinds(self) -> list[str]:
+        return list(self.layer_types)

@@ -1,0 +1,162 @@
+"""Model components beside the text trunk (container §4.2): which a checkpoint offers, and what each needs.
+
+A component is converted when ``--components`` names it. Each has its own mapping (its own architecture
+module under :mod:`converters.model.architectures`, its own ``Args``), its own private objects — object IDs
+under its own prefix, never stacked into a text parent (§5.3) — and binds truly shared data (the MTP
+head's embedding and output head) to the text objects. Its record in ``components`` carries its
+``config`` (the architecture's standard ``architectures`` / ``model_type``), ``target: "text"`` and, for
+the vision tower, its processor ``resources``.
+
+- :mod:`.mtp` — the Qwen3.5 (or Qwen3.5-MoE) MTP head, from the main checkpoint (HF ``mtp.*``, GGUF
+  ``blk.{L+i}``);
+- :mod:`.vision` — the Qwen3.5 vision tower, from an mmproj GGUF (``--mmproj``) or HF ``model.visual.*``;
+- :mod:`.drafter` — z-lab DFlash / DFlash2 drafters, from their own checkpoint (``--drafter``).
+
+:func:`open_inputs` opens the extra inputs (an mmproj, drafter directories classified by their config);
+:func:`resolve_components` checks the selection against the text architecture and the inputs, and returns
+one :class:`Component` per selected non-text component. Asking for a component the source does not have
+is a :class:`ComponentMissingError` naming it and what is missing (§12.6 "启用文件未提供的 Vision/spec"),
+raised before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+from converters.errors import ConversionError
+from converters.mapping import Mapping as MappingFile
+
+SECTION = "§4.2"
+TEXT = "text"
+#: every component id the converter knows (container §4.2: text, vision, mtp, dflash, dflash2)
+KNOWN = ("text", "vision", "mtp", "dflash", "dflash2")
+#: text architecture → the components it can carry
+SUPPORTED: dict[str, tuple[str, ...]] = {
+    "qwen35": ("mtp", "vision", "dflash", "dflash2"),
+    "bonsai": ("mtp", "vision", "dflash", "dflash2"),
+    "qwen35_moe": ("mtp", "vision", "dflash", "dflash2"),
+    "qwen3": ("dflash", "dflash2"),
+    "qwen3_moe": ("dflash", "dflash2"),
+    "qwen3_next": ("dflash", "dflash2"),
+}
+#: input names a component reads besides ``main`` (what :func:`open_inputs` produces)
+INPUTS = {"vision": ("mmproj",), "dflash": ("dflash",), "dflash2": ("dflash2",)}
+
+
+class ComponentMissingError(ConversionError):
+    """A selected component that the given inputs do not provide (container §12.6: 所选组件缺失)."""
+
+
+@dataclass
+class Component:
+    """One selected component, ready to bind: its mapping, ``Args``, and the record the artifact gets."""
+
+    id: str
+    architecture: ModuleType
+    mapping: MappingFile
+    args: object
+    config: dict
+    target: str | None = TEXT
+    resources: list[tuple[str, bytes, dict]] = field(default_factory=list)
+    provenance: dict = field(default_factory=dict)
+
+    def record(self) -> dict:
+        """``components.<id>`` without resources (the planner adds the resource references)."""
+        out = {"config": self.config}
+        if self.target is not None:
+            out["target"] = self.target
+        return out
+
+
+@dataclass
+class Context:
+    """What a component resolver may read: the text architecture and config, and every opened input."""
+
+    text_architecture: ModuleType
+    text_config: dict
+    sources: Mapping[str, object]
+
+    @property
+    def main(self):
+        return self.sources["main"]
+
+
+def missing(component: str, message: str, *, file: str | None = None) -> ComponentMissingError:
+    return ComponentMissingError(f"component {component} is not available: {message}", file=file,
+                                 section=SECTION, rule="component_missing")
+
+
+def parse_components(components: Iterable[str]) -> tuple[str, ...]:
+    """The selection in order, without duplicates; ``text`` is required (every component targets it)."""
+    comps = tuple(dict.fromkeys(c.strip() for c in components if c.strip()))
+    unknown = [c for c in comps if c not in KNOWN]
+    if unknown:
+        raise ConversionError(f"unknown component {unknown[0]!r} (known: {', '.join(KNOWN)})",
+                              section=SECTION, rule="component_unknown")
+    if TEXT not in comps:
+        raise ConversionError(f"--components {','.join(comps)} lacks text: every other component targets the "
+                              "text model, so text is always converted", section=SECTION, rule="component_text")
+    return comps
+
+
+def open_inputs(inputs: Mapping[str, object] | None, opened: list) -> dict[str, object]:
+    """Open the extra inputs: ``mmproj`` (a path or Source) and ``drafter`` (one or several paths or
+    Sources, each classified ``dflash`` / ``dflash2`` by its config). Opened sources are appended to
+    ``opened`` (the caller closes them). Unknown input names are refused."""
+    from converters.model.components import drafter
+    from converters.sources import open_source
+
+    out: dict[str, object] = {}
+    for name, value in (inputs or {}).items():
+        if value is None:
+            continue
+        if name not in ("mmproj", "drafter"):
+            raise ConversionError(f"unknown input {name!r} (known: mmproj, drafter)", rule="input_unknown")
+        values = list(value) if name == "drafter" and isinstance(value, list | tuple) else [value]
+        for v in values:
+            src = v if hasattr(v, "tensors") else open_source(v)
+            if src is not v:
+                opened.append(src)
+            key = drafter.classify(src) if name == "drafter" else name
+            if key in out:
+                raise ConversionError(f"two {key} inputs given ({getattr(out[key], 'path', '?')} and "
+                                      f"{getattr(src, 'path', '?')})", file=str(getattr(src, "path", "")),
+                                      rule="input_duplicate")
+            out[key] = src
+    return out
+
+
+def resolve_components(ctx: Context, components: Iterable[str]) -> list[Component]:
+    """The selected non-text components of ``ctx`` (see the module docstring); raises before any write."""
+    from converters.model.components import drafter, mtp, vision
+
+    comps = parse_components(components)
+    arch = ctx.text_architecture.NAME
+    supported = SUPPORTED.get(arch, ())
+    for c in comps:
+        if c != TEXT and c not in supported:
+            raise missing(c, f"the {arch} architecture has no {c} component (it can carry: "
+                          f"{', '.join(supported) or 'none'})", file=str(getattr(ctx.main, "path", "")))
+    for name in (n for n in ctx.sources if n != "main"):
+        owner = next((c for c, names in INPUTS.items() if name in names), None)
+        if owner not in comps:
+            what = {"mmproj": "--mmproj"}.get(name, f"--drafter ({name} drafter)")
+            raise ConversionError(f"{what} given, but {owner} is not in --components "
+                                  f"{','.join(comps)}", file=str(getattr(ctx.sources[name], "path", "")),
+                                  section=SECTION, rule="input_unused")
+    resolvers = {"mtp": mtp.resolve, "vision": vision.resolve, "dflash": drafter.resolve, "dflash2": drafter.resolve}
+    return [resolvers[c](ctx, c) for c in comps if c != TEXT]
+
+
+def mapping_for(architecture: ModuleType, component: str) -> MappingFile:
+    from converters.mapping import load_mapping
+    from converters.mapping.schema import MAPPINGS_DIR
+
+    return load_mapping(Path(MAPPINGS_DIR) / architecture.MAPPINGS[component])
+
+
+__all__ = ["KNOWN", "SUPPORTED", "Component", "ComponentMissingError", "Context", "mapping_for", "missing",
+           "open_inputs", "parse_components", "resolve_components"]

@@ -1,0 +1,429 @@
+"""``convert gguf2ninfer`` / ``convert st2ninfer`` as a library function: :func:`convert`.
+
+Order of work (each step can fail before the next writes anything):
+
+1. refuse an existing output (never overwritten) and load + validate the recipe — before the input is
+   read (style: "check flag combinations and refuse existing outputs before reading input");
+2. open the source, normalise the config, bind the mappings (every tensor accounted for);
+3. plan every object from codec geometry (``plan.py``); apply the template (``template.py``);
+4. ``dry_run``: return the plan, write nothing;
+5. measure: requantized objects are encoded once to measure their error (kept in memory when small,
+   see :data:`MEASURE_CACHE_BYTES`), because the directory — provenance included — is written before
+   the payload;
+6. write: declare the objects, plan the files (the measured errors' JSON space reserved, so the layout
+   never depends on measured values: :mod:`converters.scaleout.reservation`), put the measured
+   provenance in, produce every object on a worker pool at its planned offset
+   (``ArtifactWriter.write_object`` from any thread), commit (crash-safe, publish last).
+
+Reproducible output: with ``artifact_id`` or ``artifact_id_from_content`` the same inputs give
+byte-identical files for any ``workers``; :mod:`converters.scaleout` splits the same conversion into
+plan → encode → seal across processes or machines with identical output.
+
+Memory: workers × (one row block + the later planes of one object) plus the measure cache; inputs are
+mapped per row block (``rows.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from converters import __version__
+from converters.errors import ConversionError
+from converters.mapping.recipes import Recipe, load_recipe
+from converters.model.engine import Model, open_model
+from converters.pipeline.plan import Plan, PlannedLiteral, PlannedResource, PlannedTensor, make_plan
+from converters.pipeline.produce import ErrorStats, Producer
+from converters.pipeline.proposal import ProposalRequest
+from converters.pipeline.proposal import prepare as prepare_proposal
+from converters.pipeline.template import BorrowedObject, apply_template, prefix
+from converters.sources.frontend import TEXT_ROLES, frontend_resources
+from converters.sources.hadamard import read_rotation
+from converters.sources.ternary import prove_objects
+from ninfer_core import ArtifactWriter, open_artifact
+from ninfer_core.errors import ArtifactExistsError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RECIPE = "groupwise-int"
+#: encoded bytes of requantized objects kept from the measuring pass (so small objects are encoded once).
+MEASURE_CACHE_BYTES = 256 * 1024 * 1024
+
+
+@dataclass
+class Result:
+    """What a conversion did (or, with ``dry_run``, would do)."""
+
+    output: Path
+    plan: Plan
+    objects: list
+    dry_run: bool
+    errors: dict[str, ErrorStats] = field(default_factory=dict)
+    proofs: dict[str, list[dict]] = field(default_factory=dict)  # ternary transcodes checked (ternary.py)
+    artifact_id: str | None = None
+    files: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def object_rows(self) -> list[dict]:
+        rows = []
+        for o in self.objects:
+            borrowed = isinstance(o, BorrowedObject)
+            row = {"id": o.id, "kind": o.kind, "bytes": o.bytes, "origin": "borrowed" if borrowed else "produced",
+                   "exactness": o.exactness}
+            if o.kind == "tensor":
+                row.update(shape=list(o.shape), format=o.format, layout=o.layout)
+            if isinstance(o, PlannedTensor):
+                row["method"] = sorted({p.method for p in o.pieces})
+                row["sources"] = o.sources
+                if o.notes:
+                    row["notes"] = list(o.notes)
+            if o.id in self.errors:
+                row["exactness"] = measured_exactness(self.errors[o.id])
+                row["error"] = self.errors[o.id].to_json()
+            rows.append(row)
+        return rows
+
+    def summary(self) -> dict:
+        rows = self.object_rows()
+        produced = [r for r in rows if r["origin"] == "produced"]
+        borrowed = [r for r in rows if r["origin"] == "borrowed"]
+        by_prefix: dict[str, dict] = {}
+        for r in borrowed:
+            e = by_prefix.setdefault(prefix(r["id"]), {"objects": 0, "bytes": 0})
+            e["objects"] += 1
+            e["bytes"] += r["bytes"]
+        produced_by_prefix: dict[str, dict] = {}  # seed 003 §6: produced and borrowed bytes, by prefix
+        for r in produced:
+            e = produced_by_prefix.setdefault(prefix(r["id"]), {"objects": 0, "bytes": 0})
+            e["objects"] += 1
+            e["bytes"] += r["bytes"]
+        total = sum(r["bytes"] for r in rows)
+        out = {
+            "output": str(self.output), "dry_run": self.dry_run, "recipe": self.plan.recipe.name,
+            "architecture": self.plan.bound.architecture, "source_kind": self.plan.bound.source_kind,
+            "objects": len(rows), "total_bytes": total,
+            "produced": {"objects": len(produced), "bytes": sum(r["bytes"] for r in produced),
+                         "by_prefix": produced_by_prefix},
+            "borrowed": {"objects": len(borrowed), "bytes": sum(r["bytes"] for r in borrowed), "by_prefix": by_prefix},
+            "exactness": dict(Counter(r["exactness"] for r in produced)),
+            "only_layer": self.plan.only_layer, "notes": list(self.plan.notes),
+        }
+        if not self.dry_run:
+            out.update(artifact_id=self.artifact_id, files=self.files, seconds=round(self.seconds, 3),
+                       bytes_per_second=round(total / self.seconds) if self.seconds > 0 else None)
+        if self.proofs:
+            pieces = [r for rs in self.proofs.values() for r in rs]
+            out["exactness_check"] = {"objects": len(self.proofs), "pieces": len(pieces),
+                                      "elements": sum(r["elements"] for r in pieces),
+                                      "codes_and_multipliers_equal": all(r["codes_equal"] and r["multipliers_equal"]
+                                                                         for r in pieces)}
+        worst = [(k, v) for k, v in self.errors.items() if not v.exact]
+        if worst:
+            k, v = min(worst, key=lambda kv: kv[1].cosine)
+            out["worst_cosine"] = {"object": k, **v.to_json()}
+        return out
+
+
+def measured_exactness(stats: ErrorStats) -> str:
+    return "value-exact" if stats.exact else "requantized"
+
+
+def check_output_free(output: Path) -> None:
+    if os.path.lexists(output):
+        raise ArtifactExistsError(f"{output.name} already exists; it is never overwritten (remove it or choose "
+                                  "another name)", file=str(output), section="§11.4", rule="target_exists")
+    if not output.parent.is_dir():
+        raise ConversionError("the output's directory does not exist", file=str(output), rule="target_path")
+
+
+def convert(source, output, *, recipe: str | Path | None = None, template: str | Path | None = None,
+            max_file_bytes: int | None = None, only_layer: int | None = None, dry_run: bool = False,
+            components: Iterable[str] = ("text",), inputs: dict | None = None, workers: int | None = None,
+            expect_kind: str | None = None, progress: Callable[[str, int], None] | None = None,
+            on_plan: Callable[[list], None] | None = None, artifact_id: bytes | str | None = None,
+            proposal: ProposalRequest | None = None, artifact_id_from_content: bool = False) -> Result:
+    """Convert ``source`` (GGUF file or HF directory) into the artifact ``output``.
+
+    ``recipe``: shipped name or path (default: the template's ``metadata.identity.weights_id`` when it
+    names a shipped recipe, else :data:`DEFAULT_RECIPE`). ``expect_kind``: ``gguf`` / ``hf`` — the
+    command that was used (``gguf2ninfer`` / ``st2ninfer``) — checked against the detected source.
+    ``components`` / ``inputs``: what is converted besides ``text`` and the extra inputs it reads
+    (:func:`converters.model.engine.open_model`: ``{"mmproj": path, "drafter": [dirs]}``); a selected component
+    the inputs lack fails here, before anything is written. ``proposal``: ``text.proposal`` (§9.2).
+    ``on_plan(objects)`` is called once the output's objects are known; ``progress(object_id, nbytes)``
+    as bytes are written (from worker threads). ``artifact_id`` (16 bytes / 32 hex) or
+    ``artifact_id_from_content`` (:mod:`ninfer_core.container.contentid`) make the output reproducible:
+    the same inputs give byte-identical files whatever ``workers`` is."""
+    started = time.perf_counter()
+    with open_conversion(source, output, recipe=recipe, template=template, only_layer=only_layer, dry_run=dry_run,
+                         components=components, inputs=inputs, expect_kind=expect_kind, proposal=proposal) as c:
+        result = c.result
+        if on_plan is not None:
+            on_plan(c.objects)
+        if dry_run:
+            return result
+        cache = _measure(c.plan, c.objects, c.producer, result, workers)
+        result.proofs = prove_objects(c.objects, c.producer)
+        _write(c.model, c.plan, c.objects, c.producer, result, cache, max_file_bytes=max_file_bytes, workers=workers,
+               progress=progress, artifact_id=artifact_id, artifact_id_from_content=artifact_id_from_content)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+@dataclass
+class Conversion:
+    """An opened conversion: the model (inputs open), recipe, plan, output objects and their producer."""
+
+    model: Model
+    recipe: Recipe
+    plan: Plan
+    objects: list
+    result: Result
+    producer: Producer
+
+
+@contextlib.contextmanager
+def open_conversion(source, output, *, recipe: str | Path | None = None, template: str | Path | None = None,
+                    only_layer: int | None = None, dry_run: bool = False, components: Iterable[str] = ("text",),
+                    inputs: dict | None = None, expect_kind: str | None = None,
+                    proposal: ProposalRequest | None = None) -> Iterator[Conversion]:
+    """Steps 1–3 of :func:`convert` (same parameters): refuse an existing output, load the recipe, open and
+    bind the source, plan, apply the template. The model and template stay open inside the block (the
+    staged conversion of :mod:`converters.scaleout` produces objects from it in other processes)."""
+    output = Path(output)
+    if not dry_run:
+        check_output_free(output)
+    tpl = open_artifact(template) if template is not None else None
+    try:
+        rec = load_recipe(recipe if recipe is not None else template_recipe(tpl))
+        with open_model(source, components=components, inputs=inputs) as model:
+            if expect_kind is not None and model.source.kind != expect_kind:
+                raise ConversionError(f"the source is a {model.source.kind} input; use "
+                                      f"{'gguf2ninfer' if model.source.kind == 'gguf' else 'st2ninfer'}",
+                                      file=str(model.source.path), rule="source_kind")
+            plan = plan_conversion(model, rec, only_layer=only_layer, proposal=proposal)
+            objects = apply_template(plan, tpl) if tpl is not None else list(plan.objects)
+            yield Conversion(model, rec, plan, objects, Result(output, plan, objects, dry_run),
+                             Producer(model.sources, hadamard_seed=rec.hadamard_seed))
+    finally:
+        if tpl is not None:
+            tpl.close()
+
+
+def template_recipe(tpl) -> str:
+    """The recipe a template was made with (``metadata.identity.weights_id``) if it is a shipped one, else
+    :data:`DEFAULT_RECIPE`."""
+    from converters.mapping.recipes import list_recipes
+
+    if tpl is not None:
+        ident = tpl.metadata.get("identity")
+        name = ident.get("weights_id") if isinstance(ident, dict) else None
+        if isinstance(name, str) and name in list_recipes():
+            return name
+    return DEFAULT_RECIPE
+
+
+def plan_conversion(model: Model, recipe: Recipe, *, only_layer: int | None = None,
+                    proposal: ProposalRequest | None = None) -> Plan:
+    """The plan of ``model`` under ``recipe``: the text frontend resources and config, each selected
+    component's record (config, ``target``, resources) and the ``text.proposal`` when asked for.
+
+    With ``only_layer`` the minimal artifact holds text layer ``only_layer`` only: no other component is
+    declared (a component record promises its data, container §4.2) and no proposal is made."""
+    fr = frontend_resources(model.source)
+    files = [(role, fr.files[role], fr.provenance.get(role, {})) for role in TEXT_ROLES if role in fr.files]
+    resources, configs = {"text": files}, {"text": model.config}
+    bound, extra = model.bound, None
+    comps = list(model.component_records.values()) if only_layer is None else []
+    if only_layer is not None:
+        bound = dataclasses.replace(bound, parameters=tuple(p for p in bound.parameters if p.component == "text"))
+    for c in comps:
+        configs[c.id] = c.config
+        if c.resources:
+            resources[c.id] = c.resources
+    if proposal is not None and only_layer is None:
+        bound, extra = prepare_proposal(bound, proposal, model.config["vocab_size"])
+    plan = make_plan(bound, recipe, model.sources, only_layer=only_layer, resources=resources,
+                     component_configs=configs)
+    for c in comps:
+        if c.target is not None:
+            plan.components[c.id]["target"] = c.target
+    if extra is not None:
+        extra.finish(plan)
+    return plan
+
+
+def worker_pool(workers: int | None) -> ThreadPoolExecutor:
+    n = workers if workers is not None else min(4, os.cpu_count() or 1)
+    if n < 1:
+        raise ConversionError(f"--workers must be at least 1, got {n}", rule="workers")
+    return ThreadPoolExecutor(max_workers=n, thread_name_prefix="convert")
+
+
+def needs_measure(o) -> bool:
+    return isinstance(o, PlannedTensor) and any(p.method == "encode" for p in o.pieces)
+
+
+def _measure(plan: Plan, objects: list, producer: Producer, result: Result, workers: int | None) -> dict[str, bytes]:
+    """Encode the requantized objects once to measure their error; keep small ones' bytes."""
+    todo = [o for o in objects if needs_measure(o)]
+    cache: dict[str, bytes] = {}
+    budget = [MEASURE_CACHE_BYTES]
+    lock = threading.Lock()
+
+    def one(o: PlannedTensor) -> None:
+        stats = ErrorStats()
+        keep = o.bytes <= budget[0]
+        chunks = [bytes(memoryview(c).cast("B")) if not isinstance(c, bytes) else c
+                  for c in producer.stream(o, stats)] if keep else None
+        if not keep:
+            for _ in producer.stream(o, stats):
+                pass
+        with lock:
+            result.errors[o.id] = stats
+            if keep and o.bytes <= budget[0]:
+                cache[o.id] = b"".join(chunks)
+                budget[0] -= o.bytes
+
+    with worker_pool(workers) as pool:
+        for f in [pool.submit(one, o) for o in todo]:
+            f.result()
+    return cache
+
+
+def metadata_of(model: Model, plan: Plan) -> dict:
+    name = None
+    if model.source.kind == "gguf":
+        name = model.source.metadata.get("general.name")
+    if not isinstance(name, str) or not name:
+        name = model.source.path.name
+    return {"name": name,
+            "identity": {"weights_id": plan.recipe.name, "architecture": plan.bound.architecture,
+                         "components": list(plan.components)}}
+
+
+def provenance_of(model: Model, plan: Plan, objects: list, result: Result) -> dict:
+    fr_prov = {}
+    for o in objects:
+        if isinstance(o, PlannedResource):
+            fr_prov[o.role] = o.provenance
+    per_object = {}
+    for o in objects:
+        if isinstance(o, PlannedTensor):
+            entry = {"pieces": [p.describe() for p in o.pieces], "encoder": o.encoder,
+                     "exactness": o.exactness}
+            if o.notes:
+                entry["notes"] = list(o.notes)
+            if o.id in result.errors:
+                stats = result.errors[o.id]
+                entry["exactness"] = measured_exactness(stats)
+                entry["measured_error"] = stats.to_json()
+            if o.id in result.proofs:
+                entry["exactness_check"] = result.proofs[o.id]
+            per_object[o.id] = entry
+        elif isinstance(o, PlannedLiteral):
+            per_object[o.id] = {"generated": o.note, "exactness": "bit-exact"}
+        elif isinstance(o, BorrowedObject):
+            per_object[o.id] = {"borrowed_from": str(o.template.path), "template_artifact_id": o.template.artifact_id,
+                                "exactness": "bit-exact"}
+        elif isinstance(o, PlannedResource):
+            per_object[o.id] = {"resource": o.role, **o.provenance}
+    return {
+        "converter": {"name": "ninfer-convert", "version": __version__},
+        "source": {"kind": model.source.kind, **model.source.identity(),
+                   "layout_assumptions": list(getattr(model.source, "layout_assumptions", [])),
+                   **({"hadamard": rot.to_json()} if (rot := read_rotation(model.source)) is not None else {})},
+        "recipe": plan.recipe.to_json(),
+        "mappings": [{"component": m.component, "file": Path(m.file).name, "sha256": m.sha256}
+                     for m in plan.bound.mappings],
+        "config": {"rules": Path(model.config_rules).name, "evidence": model.config_evidence},
+        "components": {c.id: c.provenance for c in model.component_records.values()
+                       if c.id in plan.components},
+        "frontend": fr_prov,
+        "skipped_tensors": dict(sorted(plan.bound.skipped.items())),
+        "only_layer": plan.only_layer,
+        "objects": per_object,
+    }
+
+
+def declare_writer(model: Model, plan: Plan, objects: list, result: Result, *, max_file_bytes: int | None,
+                   artifact_id=None, artifact_id_from_content: bool = False) -> ArtifactWriter:
+    """A writer with every object declared, planned with the measured errors' *reserved* provenance.
+
+    The JSON space is planned for the longest error record any object could get
+    (:func:`converters.scaleout.reservation.reserved`), so the directory's size — and with it every
+    offset — does not depend on measured values: the in-process conversion and the staged one
+    (plan → encode → seal, where errors are measured while writing) lay out identical files. The caller
+    puts the real provenance in with ``replace_provenance`` once the errors are known."""
+    from converters.scaleout.reservation import reserved
+
+    components = {k: dict(v) for k, v in plan.components.items()}
+    writer = ArtifactWriter(result.output, components=components, bindings=plan.bindings, uses=plan.uses,
+                            metadata=metadata_of(model, plan),
+                            provenance=provenance_of(model, plan, objects, reserved(result, objects)),
+                            max_file_bytes=max_file_bytes, artifact_id=artifact_id,
+                            artifact_id_from_content=artifact_id_from_content)
+    for o in objects:
+        if o.kind == "resource":
+            writer.add_resource(o.id, o.bytes)
+        else:
+            writer.add_tensor(o.id, o.shape, o.format, o.layout, divisors=o.divisors)
+    return writer
+
+
+def _write(model: Model, plan: Plan, objects: list, producer: Producer, result: Result, cache: dict[str, bytes], *,
+           max_file_bytes: int | None, workers: int | None, progress, artifact_id,
+           artifact_id_from_content: bool = False) -> None:
+    writer = declare_writer(model, plan, objects, result, max_file_bytes=max_file_bytes, artifact_id=artifact_id,
+                            artifact_id_from_content=artifact_id_from_content)
+    try:
+        writer.plan()
+        writer.replace_provenance(provenance_of(model, plan, objects, result))
+
+        def data(o):
+            if o.id in cache:
+                yield cache.pop(o.id)
+            elif isinstance(o, BorrowedObject):
+                yield from borrowed_chunks(o)
+            else:
+                yield from producer.stream(o)
+
+        def one(o) -> None:
+            for chunk in data(o):
+                n = memoryview(chunk).nbytes if not isinstance(chunk, bytes) else len(chunk)
+                if progress is not None:
+                    progress(o.id, n)
+                yield chunk
+
+        with worker_pool(workers) as pool:
+            futures = [pool.submit(writer.write_object, o.id, one(o)) for o in objects]
+            for f in futures:
+                f.result()
+        writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
+    result.artifact_id = writer.artifact_id
+    result.files = [str(result.output)] + [str(result.output.parent / n) for n in writer.plan().names[1:]]
+
+
+BORROW_CHUNK = 64 * 1024 * 1024
+
+
+def borrowed_chunks(o: BorrowedObject):
+    rec = o.record
+    for off in range(0, rec.bytes, BORROW_CHUNK):
+        n = min(BORROW_CHUNK, rec.bytes - off)
+        view = o.template.read_range(rec.offset + off, n)
+        data = bytes(view)
+        view.release()  # a view left on the template's map would keep it from closing (seed 003 §6)
+        yield data

@@ -1,0 +1,312 @@
+"""Producing the bytes of planned objects: row block by row block, in payload order, error measured.
+
+A tensor object is made of pieces (``plan.py``). Each piece is cut into row blocks of at most
+:data:`CHUNK_BYTES` of float32; each block is made into a small object of the same format (rows
+``[r0, r1)``) and its planes are placed where the parent's row view (``codecs.row_view``, container
+§7.3) says. Every layout of the project stores rows row-major inside each plane, so the first plane
+streams out in order and only the later (small) planes — scales, the q5/q6 high bits — are held until
+the end: memory per object is one block plus those planes, flat in model size.
+
+``transcode`` pieces move the source's raw element blocks (rows whole; columns only as whole blocks)
+and convert them exactly (``codecs.transcode_ggml``, layout spec §6). ``encode`` pieces decode the
+source rows, apply the chain's columns and value transforms in float64, optionally rotate them
+(``W·D·H``, storage-layouts §7), encode with the recipe's encoder and decode the result again to
+measure the error (:class:`ErrorStats`).
+
+nvfp4 objects (``block_scale_k16_m128x4_v1``: 128-row scale tiles and a per-tensor divisor) are
+encoded whole, or member by member when each member has its own divisor (``divisors = members``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from converters.errors import ConversionError
+from converters.mapping import transforms as T
+from converters.pipeline.expert_bank import stream_bank
+from converters.pipeline.plan import Piece, PlannedLiteral, PlannedResource, PlannedTensor, block_permutation
+from converters.sources.hadamard import INVERSE, read_rotation
+from converters.sources.rows import TensorRows, open_rows
+from ninfer_core import codecs
+
+#: float32 bytes of one row block (encoders make a few temporaries of this size).
+CHUNK_BYTES = 16 * 1024 * 1024
+#: elements per partial sum of the error statistics
+STATS_ROW = 4096
+WHOLE_LAYOUTS = ("block_scale_k16_m128x4_v1",)
+
+
+@dataclass
+class ErrorStats:
+    """Running comparison of encoded values against the values given to the encoder."""
+
+    sxy: float = 0.0
+    sxx: float = 0.0
+    syy: float = 0.0
+    max_abs: float = 0.0
+    elements: int = 0
+    unrounded: ErrorStats | None = None  # against the float64 result of value transforms (see add_unrounded)
+
+    def add_unrounded(self, ref: np.ndarray, got: np.ndarray) -> None:
+        """Accumulate ``got`` against ``ref``, the float64 result of a value transform or an un-rotation
+        (:meth:`Producer.reference`), compared in float64: what the rounding to float32 before encoding
+        costs too (``A_log = log(-ssm_a)`` stored fp32 is exact against its float32 value, not against
+        the float64 one). Reported as ``against_float64``; the exactness label stays the encoder's."""
+        if self.unrounded is None:
+            self.unrounded = ErrorStats()
+        self.unrounded.add(ref, got)
+
+    def add(self, ref: np.ndarray, got: np.ndarray) -> None:
+        """Accumulate ``ref`` (what was encoded) against ``got`` (what decodes back).
+
+        Dot products run in float32 over rows of :data:`STATS_ROW` elements (vectorized, no float64 copy
+        of the block) and are summed in float64, which keeps the relative error near 1e-7; a float64
+        ``ref`` is compared in float64."""
+        wide = np.asarray(ref).dtype == np.float64
+        r = np.ascontiguousarray(ref, dtype=np.float64 if wide else np.float32).reshape(-1)
+        g = np.ascontiguousarray(got, dtype=r.dtype).reshape(-1)
+        if not r.size:
+            return
+        pad = -r.size % STATS_ROW
+        if pad:
+            r, g = np.pad(r, (0, pad)), np.pad(g, (0, pad))
+        r2, g2 = r.reshape(-1, STATS_ROW), g.reshape(-1, STATS_ROW)
+        self.sxy += float(np.einsum("ij,ij->i", r2, g2).sum(dtype=np.float64))
+        self.sxx += float(np.einsum("ij,ij->i", r2, r2).sum(dtype=np.float64))
+        self.syy += float(np.einsum("ij,ij->i", g2, g2).sum(dtype=np.float64))
+        self.max_abs = max(self.max_abs, float(np.max(np.abs(r - g))))
+        self.elements += r.size - pad
+
+    def merge(self, other: ErrorStats) -> None:
+        self.sxy += other.sxy
+        self.sxx += other.sxx
+        self.syy += other.syy
+        self.max_abs = max(self.max_abs, other.max_abs)
+        self.elements += other.elements
+        if other.unrounded is not None:
+            if self.unrounded is None:
+                self.unrounded = ErrorStats()
+            self.unrounded.merge(other.unrounded)
+
+    @property
+    def cosine(self) -> float:
+        if self.sxx == 0 and self.syy == 0:
+            return 1.0
+        if self.sxx == 0 or self.syy == 0:
+            return 0.0
+        return self.sxy / math.sqrt(self.sxx * self.syy)
+
+    @property
+    def exact(self) -> bool:
+        return self.max_abs == 0.0
+
+    def to_json(self) -> dict:
+        rms = math.sqrt(max(self.sxx + self.syy - 2 * self.sxy, 0.0) / self.elements) if self.elements else 0.0
+        out = {"cosine": round(self.cosine, 9), "max_abs": float(f"{self.max_abs:.6g}"),
+               "rms": float(f"{rms:.6g}"), "elements": self.elements}
+        if self.unrounded is not None:
+            out["against_float64"] = self.unrounded.to_json()
+        return out
+
+
+@dataclass
+class Block:
+    """Rows ``[r0, r1)`` of an object encoded as a small object of the same format."""
+
+    r0: int
+    r1: int
+    data: bytes | np.ndarray
+    shape: tuple[int, ...]
+    divisors: int = 1
+
+
+class Producer:
+    """Makes the bytes of planned objects from the conversion's sources."""
+
+    def __init__(self, sources: dict, *, hadamard_seed: int | None = None) -> None:
+        self.sources = sources
+        self.hadamard_seed = hadamard_seed
+        self._signs: dict[int, np.ndarray] = {}
+
+    def signs(self, width: int) -> np.ndarray:
+        if width not in self._signs:
+            # the object stores bf16; ±1 is exact in bf16, so the float32 vector is the stored one
+            self._signs[width] = T.hadamard_signs(width, self.hadamard_seed)
+        return self._signs[width]
+
+    # -- whole objects -------------------------------------------------------------------------------
+
+    def stream(self, obj, stats: ErrorStats | None = None) -> Iterator[bytes | np.ndarray | memoryview]:
+        """The object's bytes in payload order (for ``ArtifactWriter.write_object``)."""
+        if isinstance(obj, PlannedResource):
+            yield obj.data
+            return
+        if isinstance(obj, PlannedLiteral):
+            yield codecs.encode(obj.format, obj.layout, obj.values.astype(_literal_dtype(obj.format)))
+            return
+        stats = stats if stats is not None else ErrorStats()
+        if obj.bank_rows:  # expert banks are written plane-major, memory flat in the bank's size
+            yield from stream_bank(lambda s: self.blocks(obj, s), obj, stats, ErrorStats)
+            return
+        yield from self._stream_tensor(obj, stats)
+
+    def produce(self, obj, stats: ErrorStats | None = None) -> bytes:
+        """The whole object as one ``bytes`` (tests, small objects)."""
+        return b"".join(bytes(memoryview(c).cast("B")) if not isinstance(c, bytes) else c
+                        for c in self.stream(obj, stats))
+
+    def _stream_tensor(self, obj: PlannedTensor, stats: ErrorStats) -> Iterator:
+        planes = codecs.planes(obj.format, obj.layout, obj.shape, obj.divisors)
+        first = planes[0]
+        tails = [np.zeros(p.size, dtype=np.uint8) for p in planes[1:]]
+        cursor = first.offset
+        for block in self.blocks(obj, stats):
+            view = codecs.row_view(obj.format, obj.layout, obj.shape, block.r0, block.r1, obj.divisors)
+            data = np.frombuffer(block.data, dtype=np.uint8) if isinstance(block.data, bytes | bytearray) \
+                else np.asarray(block.data).reshape(-1).view(np.uint8)
+            small = codecs.planes(obj.format, obj.layout, block.shape, block.divisors)
+            for i, (sp, (_, off, size)) in enumerate(zip(small, view, strict=True)):
+                if sp.size != size:
+                    raise ConversionError(f"{obj.id}: rows [{block.r0}, {block.r1}) of plane {sp.name} are "
+                                          f"{sp.size} bytes, the parent's row view {size}", rule="plane_geometry")
+                part = data[sp.offset:sp.offset + sp.size]
+                if i == 0:
+                    if off != cursor:
+                        raise ConversionError(f"{obj.id}: row blocks out of order at row {block.r0}",
+                                              rule="plane_geometry")
+                    yield part
+                    cursor += size
+                else:
+                    rel = off - planes[i].offset
+                    tails[i - 1][rel:rel + size] = part
+        if cursor != first.offset + first.size:
+            raise ConversionError(f"{obj.id}: rows cover {cursor - first.offset} of {first.size} bytes of plane "
+                                  f"{first.name}", rule="plane_geometry")
+        end = first.offset + first.size
+        for p, tail in zip(planes[1:], tails, strict=True):
+            if p.offset > end:
+                yield np.zeros(p.offset - end, dtype=np.uint8)
+            yield tail
+            end = p.offset + p.size
+
+    # -- row blocks ---------------------------------------------------------------------------------
+
+    def blocks(self, obj: PlannedTensor, stats: ErrorStats) -> Iterator[Block]:
+        """The object's row blocks in row order."""
+        tail = obj.shape[1:]
+        if obj.layout in WHOLE_LAYOUTS:
+            if obj.divisors > 1 and obj.divisors == len(obj.pieces):
+                for pc in obj.pieces:  # one divisor per member: each member is its own nvfp4 object
+                    values = self.values(pc, obj, 0, pc.rows)
+                    yield self.encode_block(obj, pc.row_start, values, stats)
+                return
+            values = np.concatenate([self.values(pc, obj, 0, pc.rows) for pc in obj.pieces])
+            yield self.encode_block(obj, 0, values, stats, divisors=obj.divisors)
+            return
+        width = max(1, int(np.prod(tail)) if tail else 1)
+        step = max(1, CHUNK_BYTES // (4 * width)) * axis0_rows(obj.shape)  # source rows, whole axis-0 rows
+        for pc in obj.pieces:
+            rows = open_rows(self.sources, pc.source)
+            for a in range(0, pc.rows, step):
+                b = min(pc.rows, a + step)
+                if pc.method == "transcode":
+                    yield self.transcode_block(obj, pc, rows, a, b)
+                else:
+                    ref = self.reference(pc, a, b, rows)
+                    values = self.values(pc, obj, a, b, rows) if ref is None else ref.astype(np.float32)
+                    yield self.encode_block(obj, pc.row_start + a, values, stats, ref=ref)
+
+    def values(self, pc: Piece, obj: PlannedTensor, a: int, b: int, rows: TensorRows | None = None) -> np.ndarray:
+        """float32 values of member rows ``[a, b)`` after the chain (and the Hadamard rotation)."""
+        if pc.method != "encode":
+            raise ConversionError(f"{obj.id}: {obj.format} objects are encoded whole, but {pc.parameter} is a "
+                                  "transcode piece", rule="whole_object_transcode")
+        rows = rows or open_rows(self.sources, pc.source)
+        ref = self.reference(pc, a, b, rows)
+        if ref is not None:  # computed in float64, rounded once
+            return np.ascontiguousarray(ref, dtype=np.float32)
+        chain = pc.source.chain
+        x = chain.apply(rows.floats(chain.row_ids(a, b)))
+        if pc.hadamard_width is not None:
+            x = T.hadamard_rotate(x, self.signs(pc.hadamard_width)).astype(np.float32)
+        return np.ascontiguousarray(x, dtype=np.float32)
+
+    def reference(self, pc: Piece, a: int, b: int, rows: TensorRows) -> np.ndarray | None:
+        """float64 values of member rows ``[a, b)`` when they are computed — value transforms, the un-rotation of
+        a looked-up tensor the source stores rotated (:mod:`converters.sources.hadamard`) — else None (the source's
+        float32 values are the values). :meth:`values` rounds them once to float32; the error statistics
+        also compare against them (``against_float64``)."""
+        chain = pc.source.chain
+        if not chain.values and pc.source_hadamard != INVERSE:
+            return None
+        x = rows.floats(chain.row_ids(a, b))
+        if chain.columns is not None:
+            x = x[:, chain.columns]
+        x = np.asarray(x, dtype=np.float64)
+        for v in chain.values:
+            x = v(x)
+        if pc.source_hadamard == INVERSE:
+            signs = read_rotation(self.sources[pc.source.input]).signs_for(x.shape[-1], tensor=pc.source.tensor)
+            x = T.hadamard_unrotate(x, signs)
+        if pc.hadamard_width is not None:
+            x = T.hadamard_rotate(x, self.signs(pc.hadamard_width))
+        return x
+
+    def encode_block(self, obj: PlannedTensor, r0: int, values: np.ndarray, stats: ErrorStats, *,
+                     divisors: int = 1, ref: np.ndarray | None = None) -> Block:
+        inner = axis0_rows(obj.shape)
+        r0, shape = r0 // inner, (values.shape[0] // inner, *obj.shape[1:])
+        x = values.reshape(shape)
+        data = codecs.encode(obj.format, obj.layout, x, encoder=obj.encoder, divisors=divisors)
+        got = codecs.decode(obj.format, obj.layout, shape, data, divisors=divisors)
+        stats.add(x, got)
+        if ref is not None:
+            stats.add_unrounded(ref.reshape(shape), got)
+        return Block(r0, r0 + shape[0], data, shape, divisors)
+
+    def transcode_block(self, obj: PlannedTensor, pc: Piece, rows: TensorRows, a: int, b: int) -> Block:
+        chain = pc.source.chain
+        raw = rows.raw(chain.row_ids(a, b))
+        if chain.columns is not None and pc.deferred_columns is None and pc.column_groups is None:
+            st = rows.storage
+            n = raw.shape[0]
+            order = block_permutation(chain.columns, st.block)
+            raw = raw.reshape(n, -1, st.block_bytes)[:, order].reshape(n, -1)
+        inner = axis0_rows(obj.shape)
+        shape = ((b - a) // inner, *obj.shape[1:])
+        data = codecs.transcode_ggml(pc.source_type, np.ascontiguousarray(raw), shape, obj.format,
+                                     tensor=pc.source.tensor)
+        if pc.column_groups is not None:
+            data = permute_column_groups(obj.format, shape, data, block_permutation(chain.columns, pc.column_groups))
+        return Block((pc.row_start + a) // inner, (pc.row_start + b) // inner, data, shape)
+
+
+def axis0_rows(shape: tuple[int, ...]) -> int:
+    """Source rows (a chain's rows: all leading axes flattened, ``chain.py``) per codec row (axis 0): 1 for
+    rank ≤ 2; ``prod(shape[1:-1])`` for a rank-3+ object such as a Conv3d weight ``[N, C, T, p, p]``."""
+    return int(np.prod(shape[1:-1])) if len(shape) > 2 else 1
+
+
+def permute_column_groups(fmt: str, shape: tuple[int, int], data: bytes, order: np.ndarray) -> bytes:
+    """Move whole column groups of a ``row_split_k128_v1`` object: output group ``j`` of every row is input
+    group ``order[j]`` — its codes in every code plane and its multiplier (storage-layouts §1: each plane
+    is row-major with a fixed number of bytes per group). Padding groups stay where they are."""
+    n, _ = shape
+    codec = codecs.FORMATS[fmt]
+    per_group = {"low": codec.group * codec.low_bits // 8, "high": codec.group * codec.high_bits // 8, "scale": 2}
+    buf = np.frombuffer(data, dtype=np.uint8).copy()
+    moved = len(order)
+    for p in codecs.planes(fmt, codec.layout, shape):
+        width = per_group[p.name]
+        plane = buf[p.offset:p.offset + p.size].reshape(n, -1)
+        body = plane[:, : moved * width].reshape(n, moved, width)
+        plane[:, : moved * width] = body[:, order].reshape(n, -1)
+    return buf.tobytes()
+
+
+def _literal_dtype(fmt: str):
+    return {"int32": np.int32}.get(fmt, np.float32)
