@@ -41,7 +41,14 @@ from converters import __version__
 from converters.errors import ConversionError
 from converters.mapping.recipes import Recipe, load_recipe
 from converters.model.engine import Model, open_model
-from converters.pipeline.plan import Plan, PlannedLiteral, PlannedResource, PlannedTensor, make_plan
+from converters.pipeline.plan import (
+    Plan,
+    PlannedLiteral,
+    PlannedResource,
+    PlannedTensor,
+    make_plan,
+    needs_measure,
+)
 from converters.pipeline.produce import ErrorStats, Producer
 from converters.pipeline.proposal import ProposalRequest
 from converters.pipeline.proposal import prepare as prepare_proposal
@@ -267,10 +274,6 @@ def worker_pool(workers: int | None) -> ThreadPoolExecutor:
     if n < 1:
         raise ConversionError(f"--workers must be at least 1, got {n}", rule="workers")
     return ThreadPoolExecutor(max_workers=n, thread_name_prefix="convert")
-
-
-def needs_measure(o) -> bool:
-    return isinstance(o, PlannedTensor) and any(p.method == "encode" for p in o.pieces)
 
 
 def _measure(plan: Plan, objects: list, producer: Producer, result: Result, workers: int | None) -> dict[str, bytes]:

@@ -102,6 +102,13 @@ class PlannedTensor:
         return list(dict.fromkeys(p.source.tensor for p in self.pieces))
 
 
+def needs_measure(o) -> bool:
+    """Whether a conversion measures the error of planned object ``o``: a tensor with a piece that is
+    re-encoded (requantized) rather than copied. The in-process conversion and the staged one's JSON
+    reservation ask this same predicate."""
+    return isinstance(o, PlannedTensor) and any(p.method == "encode" for p in o.pieces)
+
+
 @dataclass
 class PlannedLiteral:
     """A small tensor whose values the plan itself computes (signs, permutations, divisors)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from converters.pipeline.plan import needs_measure
 from converters.pipeline.produce import ErrorStats
 
 U64_MAX = (1 << 64) - 1
@@ -61,8 +62,6 @@ def _widest(value):
 
 def measured(objects: list) -> list:
     """The objects whose error a conversion measures (the same predicate as the in-process measuring pass)."""
-    from converters.pipeline.convert import needs_measure
-
     return [o for o in objects if needs_measure(o)]
 
 
