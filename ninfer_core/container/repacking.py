@@ -15,10 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ninfer_core.container.fileset import FileSetWriter, check_targets_free
+from ninfer_core.container.planned_directory import check_written_directory
 from ninfer_core.container.planner import plan_files
 from ninfer_core.container.reader import open_artifact
 from ninfer_core.container.tempfiles import cleanup_temporaries
-from ninfer_core.container.writer import artifact_id_bytes, check_written_directory
+from ninfer_core.container.writer import artifact_id_bytes
 from ninfer_core.errors import WriterError
 
 COPY_CHUNK = 8 << 20

@@ -40,9 +40,10 @@ from typing import Any
 
 from ninfer_core.container.contentid import content_artifact_id
 from ninfer_core.container.fileset import FileSetWriter, check_targets_free, file_head
+from ninfer_core.container.object_data import byte_view, object_chunks
+from ninfer_core.container.planned_directory import replaced_provenance
 from ninfer_core.container.planner import FilePlan
 from ninfer_core.container.tempfiles import fsync_directory, publish_noreplace
-from ninfer_core.container.writer import _byte_view, _chunks, replaced_provenance
 from ninfer_core.errors import ArtifactExistsError, WriterError
 
 log = logging.getLogger(__name__)
@@ -185,8 +186,8 @@ class StagedArtifact:
         n = self.index[object_id]
         _, offset, size = self.records[n]
         digest, written, touched = hashlib.sha256(), 0, set()
-        for chunk in _chunks(chunks, object_id):
-            view = _byte_view(chunk, object_id)
+        for chunk in object_chunks(chunks, object_id):
+            view = byte_view(chunk, object_id)
             if written + len(view) > size:
                 raise WriterError(f"object {object_id!r} got more than its {size} declared bytes",
                                   file=str(self.staging), section="§11.4", rule="object_length")

@@ -41,7 +41,6 @@ Reproducible builds and scale-out (additions):
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import logging
 import os
@@ -51,23 +50,17 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from ninfer_core.container import jsontext
 from ninfer_core.container.contentid import content_artifact_id
 from ninfer_core.container.fileset import FileSetWriter, check_targets_free
+from ninfer_core.container.object_data import ObjectData, byte_view, object_chunks
+from ninfer_core.container.planned_directory import check_written_directory, replaced_provenance
 from ninfer_core.container.planner import FilePlan, place, plan_files
-from ninfer_core.container.problems import Problems
 from ninfer_core.container.records import RAW_BYTES, Binding, Component, ResourceObject, TensorObject, Use
-from ninfer_core.container.references import check_directory
-from ninfer_core.container.schema import DirectoryParser, is_valid_id
+from ninfer_core.container.schema import is_valid_id
 from ninfer_core.container.tempfiles import cleanup_temporaries
 from ninfer_core.errors import SchemaError, WriterError
 
 log = logging.getLogger(__name__)
-
-ObjectData = Any  # bytes-like | np.ndarray | Iterable[bytes-like] | Callable[[], bytes-like | Iterable]
-
 
 def artifact_id_bytes(value: bytes | str | uuid.UUID | None) -> bytes:
     """16 raw bytes from bytes, 32 hex characters or a UUID; a new UUID4 when None (§2.1)."""
@@ -292,8 +285,8 @@ class ArtifactWriter:
         digest = hashlib.sha256() if self.from_content else None
         try:
             written = 0
-            for chunk in _chunks(data, object_id):
-                view = _byte_view(chunk, object_id)
+            for chunk in object_chunks(data, object_id):
+                view = byte_view(chunk, object_id)
                 if written + len(view) > rec.bytes:
                     raise WriterError(f"object {object_id!r} got more than its {rec.bytes} declared bytes",
                                       file=str(self.path), section="§11.4", rule="object_length")
@@ -360,63 +353,3 @@ class ArtifactWriter:
                     raise
         else:
             self.abort()
-
-
-def check_written_directory(plan: FilePlan, entry: Path) -> None:
-    """Parse the JSON about to be written with the reader's checks; raise the first problem (§11.4 step 2)."""
-    problems = Problems(str(entry))
-    parser = DirectoryParser(problems, entry_payload_start=plan.entry_payload_start, entry_name=entry.name)
-    directory = parser.parse(jsontext.decode(plan.json_text, file=str(entry)))
-    if directory is not None:
-        check_directory(directory, problems, parser.invalid_object_ids, parser.object_positions)
-    problems.raise_first()
-
-
-def replaced_provenance(plan: FilePlan, provenance: Mapping[str, Any], entry: Path) -> FilePlan:
-    """``plan`` with its directory's provenance replaced, padded into the same ``json_bytes``."""
-    if "provenance" not in plan.root:
-        raise WriterError("the planned directory has no provenance to replace", file=str(entry), section="§10",
-                          rule="json_reservation")
-    root = dict(plan.root)
-    root["provenance"] = dict(provenance)
-    text = jsontext.encode(root)
-    if len(text) > plan.json_bytes:
-        raise WriterError(f"the directory with the new provenance is {len(text)} bytes; {plan.json_bytes} were "
-                          "reserved when planning", file=str(entry), section="§3.1", rule="json_reservation")
-    new = dataclasses.replace(plan, json_text=jsontext.pad(text, plan.json_bytes), root=root)
-    check_written_directory(new, entry)
-    return new
-
-
-def _chunks(data: ObjectData, object_id: str) -> Iterable:
-    if callable(data):
-        data = data()
-    if isinstance(data, np.ndarray | bytes | bytearray | memoryview):
-        return (data,)
-    if isinstance(data, str):
-        raise WriterError(f"object {object_id!r}: data must be bytes, not str", section="§11.4", rule="object_data")
-    try:
-        memoryview(data)
-    except TypeError:
-        pass
-    else:
-        return (data,)
-    try:
-        return iter(data)
-    except TypeError:
-        raise WriterError(f"object {object_id!r}: data of type {type(data).__name__} is neither bytes-like nor an "
-                          f"iterable of chunks", section="§11.4", rule="object_data") from None
-
-
-def _byte_view(chunk: Any, object_id: str) -> memoryview:
-    if isinstance(chunk, np.ndarray):
-        return memoryview(np.ascontiguousarray(chunk).reshape(-1).view(np.uint8))
-    try:
-        view = memoryview(chunk)
-    except TypeError:
-        raise WriterError(f"object {object_id!r}: chunk of type {type(chunk).__name__} is not bytes-like",
-                          section="§11.4", rule="object_data") from None
-    if not view.c_contiguous:
-        view = memoryview(view.tobytes())
-    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
-

@@ -1,0 +1,54 @@
+"""What a writer accepts as an object's bytes, and how it is cut into byte chunks (container §11.4).
+
+``data`` is a bytes-like object or numpy array, an iterable of such chunks (so a large object streams in
+bounded memory), or a callable returning either (so encoding can run in the calling worker thread). The
+in-process writer (:mod:`ninfer_core.container.writer`) and the staged one
+(:mod:`ninfer_core.container.staging`) both read it through :func:`object_chunks` and :func:`byte_view`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from ninfer_core.errors import WriterError
+
+ObjectData = Any  # bytes-like | np.ndarray | Iterable[bytes-like] | Callable[[], bytes-like | Iterable]
+
+
+def object_chunks(data: ObjectData, object_id: str) -> Iterable:
+    """The chunks of ``data`` (calling it first when it is a callable); a str or an object that is neither
+    bytes-like nor iterable is refused (rule ``object_data``)."""
+    if callable(data):
+        data = data()
+    if isinstance(data, np.ndarray | bytes | bytearray | memoryview):
+        return (data,)
+    if isinstance(data, str):
+        raise WriterError(f"object {object_id!r}: data must be bytes, not str", section="§11.4", rule="object_data")
+    try:
+        memoryview(data)
+    except TypeError:
+        pass
+    else:
+        return (data,)
+    try:
+        return iter(data)
+    except TypeError:
+        raise WriterError(f"object {object_id!r}: data of type {type(data).__name__} is neither bytes-like nor an "
+                          f"iterable of chunks", section="§11.4", rule="object_data") from None
+
+
+def byte_view(chunk: Any, object_id: str) -> memoryview:
+    """A flat, contiguous byte view of one chunk (a copy only when the chunk is not contiguous)."""
+    if isinstance(chunk, np.ndarray):
+        return memoryview(np.ascontiguousarray(chunk).reshape(-1).view(np.uint8))
+    try:
+        view = memoryview(chunk)
+    except TypeError:
+        raise WriterError(f"object {object_id!r}: chunk of type {type(chunk).__name__} is not bytes-like",
+                          section="§11.4", rule="object_data") from None
+    if not view.c_contiguous:
+        view = memoryview(view.tobytes())
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
