@@ -1,6 +1,8 @@
 """``convert gguf2ninfer`` and ``convert st2ninfer``: a GGUF file or an HF safetensors directory → ``.ninfer``.
 
-Thin layer over :func:`converters.pipeline.convert.convert` (same parameter names). The output is refused if it
+The flags become one :class:`converters.pipeline.convert.ConvertOptions` (the parameters of
+:func:`converters.pipeline.convert.convert`, same names) and one library call,
+:func:`converters.scaleout.run.run_conversion`, runs it here or staged. The output is refused if it
 exists and the recipe is validated before the input is read; ``--dry-run`` prints the plan and writes
 nothing. Progress (stderr): the whole payload and each object in flight, with bytes/s. Result: a
 summary table (total, produced, borrowed by prefix, objects, exactness counts) or, with ``--json``, one
@@ -45,51 +47,46 @@ from converters.cli.repack import parse_byte_size
 SOURCE_HELP = {"gguf": "GGUF file to convert.", "hf": "HF checkpoint directory (config.json, safetensors, tokenizer)."}
 
 
-def _run(kind: str, source: Path, output: Path, template: Path | None, recipe: str | None, max_file_bytes: str | None,
-         only_layer: int | None, dry_run: bool, json_out: bool, components: str, workers: int | None,
-         inputs: dict | None = None, proposal=None, staged: dict | None = None) -> None:
-    from converters.model.components import parse_components
-    from converters.pipeline.convert import check_output_free, convert
-
-    limit = parse_byte_size(max_file_bytes)
-    if not dry_run:
-        check_output_free(output)  # before anything is read
-    # absolute input paths: provenance records them, so the output is the same from any working directory
-    # and whether the conversion runs here or staged on other machines (--plan-only, --backend dask)
-    source, template = source.resolve(), template.resolve() if template is not None else None
-    inputs = {k: [p.resolve() for p in v] if isinstance(v, list) else v.resolve() if v is not None else None
-              for k, v in (inputs or {}).items()} or None
-    comps = tuple(c.strip() for c in components.split(",") if c.strip())
+def _components(text: str) -> tuple[str, ...]:
+    comps = tuple(c.strip() for c in text.split(",") if c.strip())
     if not comps:
         raise typer.BadParameter("--components needs at least one component", param_hint="--components")
-    comps = parse_components(comps)
-    staged = _check_staged(staged or {}, dry_run)
-    if staged["plan_only"] is not None or staged["backend"] == "dask":
-        from converters.cli.scaleout import run_staged
-        from converters.scaleout.planfile import Request
+    return comps
 
-        request = Request.make(source, output, kind=kind, recipe=recipe, template=template, max_file_bytes=limit,
-                               only_layer=only_layer, components=comps, inputs=inputs, proposal=proposal,
-                               artifact_id=staged["artifact_id"], artifact_id_from_content=staged["from_content"])
-        run_staged(request, plan_only=staged["plan_only"], backend=staged["backend"], scheduler=staged["scheduler"],
-                   workers=workers, json_out=json_out)
+
+def render_outcome(outcome, options, json_out: bool) -> None:
+    """What :func:`converters.scaleout.run.run_conversion` did: the summary (with ``--dry-run`` the plan
+    first), or what ``--plan-only`` staged."""
+    from converters.scaleout.run import StagedRun
+
+    if isinstance(outcome, StagedRun):
+        if outcome.staged is not None:
+            print_staged(outcome.staged, json_out)
+        elif json_out:
+            emit_json(outcome.summary)
+        else:
+            print_summary(outcome.summary)
         return
-    bars = _Bars(byte_progress(disable=json_out or dry_run))
-    with bars.progress:
-        result = convert(source, output, recipe=recipe, template=template, max_file_bytes=limit, only_layer=only_layer,
-                         dry_run=dry_run, components=comps, workers=workers, expect_kind=kind,
-                         on_plan=bars.plan, progress=bars.advance, inputs=inputs, proposal=proposal,
-                         artifact_id=staged["artifact_id"], artifact_id_from_content=staged["from_content"])
-    summary = result.summary()
+    summary = outcome.summary()
     if json_out:
-        emit_json({**summary, "objects_detail": result.object_rows()} if dry_run else summary)
+        emit_json({**summary, "objects_detail": outcome.object_rows()} if options.dry_run else summary)
         return
-    if dry_run:
+    if options.dry_run:
         rows = [[r["id"], r.get("format", r["kind"]), "×".join(map(str, r.get("shape", []))), f"{r['bytes']:,}",
-                 r["exactness"], r["origin"], ",".join(r.get("method", []))] for r in result.object_rows()]
-        console.print(table(f"plan: {output.name} (nothing written)",
+                 r["exactness"], r["origin"], ",".join(r.get("method", []))] for r in outcome.object_rows()]
+        console.print(table(f"plan: {Path(options.output).name} (nothing written)",
                             ["object", "format", "shape", "bytes", "exactness", "origin", "method"], rows))
     print_summary(summary)
+
+
+def print_staged(info: dict, json_out: bool) -> None:
+    """``--plan-only``: what was staged, and the next commands."""
+    if json_out:
+        emit_json(info)
+        return
+    console.print(table(f"staged: {Path(info['output']).name} (nothing encoded yet)", ["", "value"],
+                        [[k, f"{v:,}" if isinstance(v, int) else v] for k, v in info.items()]))
+    console.print(f"next: convert encode {info['plan']} [--shard K/N] …, then convert seal {info['plan']}")
 
 
 def _check_staged(s: dict, dry_run: bool) -> dict:
@@ -210,13 +207,26 @@ def _options(kind: str):
         scheduler: str = typer.Option(None, "--scheduler", help="Dask scheduler address (default: a local cluster "
                                       "of --workers processes)."),
     ) -> None:
+        from converters.pipeline.convert import ConvertOptions
         from converters.pipeline.proposal import ProposalRequest
+        from converters.scaleout.run import run_conversion
 
         request = ProposalRequest.parse(proposal, proposal_counts, proposal_rows)  # flags checked before reading
-        inputs = {"mmproj": mmproj, "drafter": list(drafter or []) or None}
-        _run(kind, source, output, template, recipe, max_file_bytes, only_layer, dry_run, json_out, components,
-             workers, inputs, request, {"artifact_id": artifact_id, "from_content": artifact_id_from_content,
-                                        "plan_only": plan_only, "backend": backend, "scheduler": scheduler})
+        limit = parse_byte_size(max_file_bytes)
+        comps = _components(components)
+        staged = _check_staged({"artifact_id": artifact_id, "from_content": artifact_id_from_content,
+                                "plan_only": plan_only, "backend": backend, "scheduler": scheduler}, dry_run)
+        options = ConvertOptions(source, output, kind=kind, recipe=recipe, template=template, max_file_bytes=limit,
+                                 only_layer=only_layer, dry_run=dry_run, components=comps, workers=workers,
+                                 inputs={"mmproj": mmproj, "drafter": list(drafter or []) or None}, proposal=request,
+                                 artifact_id=staged["artifact_id"], artifact_id_from_content=staged["from_content"],
+                                 plan_only=staged["plan_only"], backend=staged["backend"],
+                                 scheduler=staged["scheduler"])
+        bars = _Bars(byte_progress(disable=json_out or dry_run or options.staged))
+        with bars.progress:
+            outcome = run_conversion(options, on_plan=bars.plan, progress=bars.advance,
+                                     on_kept=lambda hint: console.print(f"[yellow]{hint}[/]", highlight=False))
+        render_outcome(outcome, options, json_out)
 
     return cmd
 

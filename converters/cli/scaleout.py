@@ -6,7 +6,8 @@ the plan file; ``convert encode`` writes objects into them — all that are miss
 or share ``--shard K/N`` (run one share per machine over a shared file system) — and ``convert seal``
 checks that every object is written and publishes the artifact, byte-identical to a one-process
 conversion with the same ``--artifact-id`` / ``--artifact-id-from-content``. ``--backend dask`` on the
-conversion command runs all three at once with the encode step on a Dask cluster.
+conversion command runs all three at once with the encode step on a Dask cluster
+(:func:`converters.scaleout.run.run_staged`).
 
 Examples::
 
@@ -36,41 +37,6 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     if not sep or out is None or not 1 <= out[0] <= out[1]:
         raise typer.BadParameter(f"expected K/N with 1 <= K <= N, got {text!r}", param_hint="--shard")
     return out
-
-
-def run_staged(request, *, plan_only: Path | None, backend: str, scheduler: str | None, workers: int | None,
-               json_out: bool) -> None:
-    """``gguf2ninfer`` / ``st2ninfer`` with ``--plan-only`` (stage and stop) or ``--backend dask`` (all steps)."""
-    from converters.cli.convert import print_summary
-    from converters.scaleout import job
-    from ninfer_core.container.staging import staging_dir_for
-
-    plan_path = plan_only if plan_only is not None else staging_dir_for(request.output) / "convert-plan.json"
-    pf = job.stage(request, plan_path)
-    if plan_only is not None:
-        info = {"plan": str(Path(plan_path).resolve()), "staging": pf.staging, "output": request.output,
-                "objects": len(pf.objects), "total_bytes": sum(o["bytes"] for o in pf.objects),
-                "fingerprint": pf.fingerprint}
-        if json_out:
-            emit_json(info)
-            return
-        console.print(table(f"staged: {Path(request.output).name} (nothing encoded yet)", ["", "value"],
-                            [[k, f"{v:,}" if isinstance(v, int) else v] for k, v in info.items()]))
-        console.print(f"next: convert encode {info['plan']} [--shard K/N] …, then convert seal {info['plan']}")
-        return
-    from converters.scaleout.dask_backend import encode_on_dask
-
-    try:
-        encode_on_dask(plan_path, scheduler=scheduler, workers=workers)
-    except BaseException:
-        console.print(f"[yellow]staged files kept: resume with convert encode {plan_path} and convert seal "
-                      f"{plan_path}, or drop them with convert seal {plan_path} --discard[/]", highlight=False)
-        raise
-    summary = job.seal(plan_path)
-    if json_out:
-        emit_json(summary)
-    else:
-        print_summary(summary)
 
 
 @command("encode")

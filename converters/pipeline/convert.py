@@ -152,6 +152,62 @@ def check_output_free(output: Path) -> None:
         raise ConversionError("the output's directory does not exist", file=str(output), rule="target_path")
 
 
+@dataclass(frozen=True)
+class ConvertOptions:
+    """One conversion as ``convert gguf2ninfer`` / ``st2ninfer`` asks for it: the parameters of
+    :func:`convert` (``kind`` is its ``expect_kind``) plus where it runs. ``plan_only`` (stage the files
+    and write this plan file) or ``backend="dask"`` (encode on a Dask cluster at ``scheduler``) make it a
+    staged conversion (:mod:`converters.scaleout.run`); the default runs here, on ``workers`` threads."""
+
+    source: Path
+    output: Path
+    kind: str | None = None
+    recipe: str | Path | None = None
+    template: Path | None = None
+    max_file_bytes: int | None = None
+    only_layer: int | None = None
+    dry_run: bool = False
+    components: tuple[str, ...] = ("text",)
+    inputs: dict | None = None
+    workers: int | None = None
+    proposal: ProposalRequest | None = None
+    artifact_id: str | None = None
+    artifact_id_from_content: bool = False
+    plan_only: Path | None = None
+    backend: str = "local"
+    scheduler: str | None = None
+
+    @property
+    def staged(self) -> bool:
+        """Whether the conversion runs staged (plan → encode → seal) rather than in this process."""
+        return self.plan_only is not None or self.backend == "dask"
+
+    def resolved(self) -> ConvertOptions:
+        """These options with absolute input paths and the component selection checked
+        (:func:`converters.model.components.parse_components`). Provenance records the input paths, so
+        absolute ones make the output the same from any working directory, here or staged elsewhere."""
+        from converters.model.components import parse_components
+
+        inputs = {k: [Path(p).resolve() for p in v] if isinstance(v, list) else Path(v).resolve() if v is not None
+                  else None for k, v in (self.inputs or {}).items()} or None
+        return dataclasses.replace(self, source=Path(self.source).resolve(), inputs=inputs,
+                                   template=Path(self.template).resolve() if self.template is not None else None,
+                                   components=parse_components(self.components))
+
+
+def convert_with(options: ConvertOptions, *, on_plan: Callable[[list], None] | None = None,
+                 progress: Callable[[str, int], None] | None = None) -> Result:
+    """:func:`convert` in this process with ``options`` (their staging fields are not read): the output is
+    refused before the input paths are resolved or anything is read."""
+    if not options.dry_run:
+        check_output_free(Path(options.output))
+    o = options.resolved()
+    return convert(o.source, o.output, recipe=o.recipe, template=o.template, max_file_bytes=o.max_file_bytes,
+                   only_layer=o.only_layer, dry_run=o.dry_run, components=o.components, inputs=o.inputs,
+                   workers=o.workers, expect_kind=o.kind, progress=progress, on_plan=on_plan,
+                   artifact_id=o.artifact_id, proposal=o.proposal, artifact_id_from_content=o.artifact_id_from_content)
+
+
 def convert(source, output, *, recipe: str | Path | None = None, template: str | Path | None = None,
             max_file_bytes: int | None = None, only_layer: int | None = None, dry_run: bool = False,
             components: Iterable[str] = ("text",), inputs: dict | None = None, workers: int | None = None,
