@@ -13,23 +13,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from converters.acceptance.calbin.validate import is_calbin_package
-from converters.errors import SourceError
 from converters.inspect.calbin_facts import inspect_calbin
-from converters.inspect.evidence import EvidenceError, load_evidence, write_evidence
+from converters.inspect.evidence import EvidenceError, evidence_output_exists, load_evidence, write_evidence
 from converters.inspect.gguf_facts import gguf_facts
 from converters.inspect.hashing import BUFFER_BYTES
 from converters.inspect.run import InspectionCancelled, finish, header_file, side_file
 from converters.inspect.safetensors_facts import hf_facts, safetensors_facts
 from converters.inspect.summary import summarize
 from converters.inspect.views import ViewError, parse_view, select
-from converters.sources import sniff
+from converters.sources.atomic_write import refuse_existing
 from converters.sources.fileio import OpenFile
 from converters.sources.gguf_header import parse_gguf
 from converters.sources.hf import HFCheckpoint
+from converters.sources.kind import detect_kind, wrong_kind
 from converters.sources.safetensors import parse_safetensors
 
 HASH_MODES = ("header", "full")
+#: the kinds (:mod:`converters.sources.kind`) inspected; ``json`` is a stored Evidence record.
+INSPECTED = ("gguf", "safetensors", "hf", "ninfer", "calbin", "json")
 DETAILS = ("full", "summary")
 
 
@@ -96,17 +97,16 @@ def inspect_model_artifact(path, *, hash: str = "header", detail: str = "full", 
             raise ViewError("a view needs detail='summary' (full detail and a selection conflict)",
                             json_path="view", rule="options_conflict")
         spec = parse_view(view)
-    if evidence_output is not None and Path(evidence_output).exists():
-        raise SourceError("evidence output already exists; refusing to overwrite", file=str(evidence_output),
-                          code="target_unavailable", category="output_exists", rule="no_overwrite")
+    if evidence_output is not None:
+        refuse_existing(evidence_output, lambda: evidence_output_exists(evidence_output))
     p = Path(path)
-    if is_calbin_package(p):
+    kind = detect_kind(p)
+    if kind == "calbin":
         if view is not None or evidence_output is not None:
             raise ViewError("views and evidence files apply to model files; a calbin package has a summary "
                             "only (use `convert validate` for its full report)", json_path="view",
                             rule="options_conflict")
         return inspect_calbin(p, hash_mode=hash)
-    kind = sniff(p)
     kw = {"hash_mode": hash, "progress": progress, "buffer_bytes": buffer_bytes}
     if kind == "json":
         if hash == "full":
@@ -117,17 +117,12 @@ def inspect_model_artifact(path, *, hash: str = "header", detail: str = "full", 
         record = _inspect_file(p, parse_gguf, gguf_facts, "gguf", **kw)
     elif kind == "safetensors":
         record = _inspect_file(p, parse_safetensors, safetensors_facts, "safetensors", **kw)
-    elif kind == "directory":
+    elif kind == "hf":
         record = _inspect_directory(p, **kw)
     elif kind == "ninfer":
         record = _inspect_ninfer(p, **kw)
-    elif kind == "ninfer_part":
-        raise SourceError("this is a .ninfer continuation part; inspect the entry file", file=str(p),
-                          code="target_unavailable", category="unsupported_target", rule="ninfer_entry")
     else:
-        raise SourceError("not a GGUF, safetensors, .ninfer file, checkpoint directory or Evidence record "
-                          "(detected by content)", file=str(p), code="target_unavailable",
-                          category="unsupported_target", rule="source_kind")
+        raise wrong_kind(p, kind, INSPECTED, command="inspect")
     if evidence_output is not None:
         write_evidence(evidence_output, record)
     if detail == "full":

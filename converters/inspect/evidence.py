@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from converters.errors import ConverterError, SourceError
+from converters.sources.atomic_write import write_new_json
 from converters.sources.hf import read_json_file
 
 SCHEMA = "ninfer-convert.evidence/1"
@@ -102,25 +101,15 @@ def seal(record: dict) -> dict:
 
 
 def write_evidence(path, record: dict) -> Path:
-    """Write one complete record to ``path`` (never overwrites; no partial file is published)."""
-    path = Path(path)
-    if path.exists():
-        raise SourceError("evidence output already exists; refusing to overwrite", file=str(path),
-                          code="target_unavailable", category="output_exists", rule="no_overwrite")
-    data = json.dumps(record, indent=1, ensure_ascii=False).encode("utf-8") + b"\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.link(tmp, path)  # fails if the target appeared meanwhile
-    except FileExistsError:
-        raise SourceError("evidence output already exists; refusing to overwrite", file=str(path),
-                          code="target_unavailable", category="output_exists", rule="no_overwrite") from None
-    finally:
-        os.unlink(tmp)
-    return path
+    """Write one complete record to ``path`` (never overwrites; no partial file is published:
+    :mod:`converters.sources.atomic_write`)."""
+    return write_new_json(path, record, exists=lambda: evidence_output_exists(path), indent=1, ensure_ascii=False)
+
+
+def evidence_output_exists(path) -> SourceError:
+    """The error for an evidence output that already exists (it is never overwritten)."""
+    return SourceError("evidence output already exists; refusing to overwrite", file=str(path),
+                       code="target_unavailable", category="output_exists", rule="no_overwrite")
 
 
 def load_evidence(path) -> dict:

@@ -16,8 +16,8 @@ import stat
 from pathlib import Path, PurePosixPath
 
 from converters.acceptance.calbin.context import Ctx, FileEntry, Submodel
+from converters.sources.kind import CALBIN_RUNTIME_META as RUNTIME_META
 
-RUNTIME_META = "model_memory_reserved_info.txt"
 SUBMODEL_META = "submodel_memory_reserved_info.txt"
 TOKENIZER_DIR = "__Tokenizer"
 #: §8: the tokenizer/config files serving must hash and freeze (plus one vocab ``*.gguf``).

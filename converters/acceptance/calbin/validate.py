@@ -33,19 +33,9 @@ from converters.acceptance.calbin import (
 from converters.acceptance.calbin.commands import parse_command_text
 from converters.acceptance.calbin.context import Ctx
 from converters.acceptance.report import SCHEMA_CALBIN, Report
+from converters.sources.kind import is_calbin_package  # noqa: F401  (the package's detection, re-exported)
 
 _CMD_TEXT_RE = re.compile(r"(cpu|pld)_chip(\d+)_(ping|pong)\.txt")
-
-
-def is_calbin_package(path: str | Path) -> bool:
-    """A directory holding ``model_memory_reserved_info.txt`` and a root ``<model>.yaml`` (not hparam.yaml)."""
-    p = Path(path)
-    try:
-        if not p.is_dir() or not (p / inventory.RUNTIME_META).is_file():
-            return False
-        return any(f.suffix in (".yaml", ".yml") and f.name != "hparam.yaml" and f.is_file() for f in p.iterdir())
-    except OSError:  # unreadable: not recognisably a calbin package
-        return False
 
 
 def validate_calbin(path: str | Path, *, context: int | None = None, batch: int | None = None,

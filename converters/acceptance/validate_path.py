@@ -1,0 +1,68 @@
+"""Static acceptance of whatever a path holds: a calbin package or a ``.ninfer`` artifact (``convert validate``).
+
+The kind is detected by content (:mod:`converters.sources.kind`): a calbin package directory goes to
+:func:`converters.acceptance.calbin.validate_calbin`; a GGUF or safetensors file, a checkpoint directory
+or a JSON file is refused, naming the command that reads it; anything else — a ``.ninfer`` entry, a
+continuation part, an unrecognisable file — goes to the ``.ninfer`` validator,
+``converters.acceptance.validate_ninfer.validate_ninfer(path, *, context=None, batch=None)``, whose
+report says what is wrong with it. Both return one :class:`converters.acceptance.report.Report`;
+:func:`write_report` publishes its JSON as a new file, whole.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from converters.errors import ConverterError
+from converters.sources.atomic_write import refuse_existing, write_new_json
+from converters.sources.kind import detect_kind, wrong_kind
+
+VALIDATED = ("calbin", "ninfer")
+REFUSED = ("gguf", "safetensors", "hf", "json")  # kinds that are certainly neither (other kinds: the .ninfer validator)
+
+
+def validate_path(path: Path, *, context: int | None = None, batch: int | None = None, fast: bool = False):
+    """Detect the package kind and run its validator; returns a :class:`converters.acceptance.report.Report`.
+    ``fast`` (skip hashing the parameter blocks) applies to calbin packages only."""
+    path = Path(path)
+    try:
+        path.lstat()
+    except OSError as exc:
+        raise ConverterError(f"path cannot be used: {exc.strerror or exc}", file=str(path),
+                             rule="validate_target") from None
+    kind = detect_kind(path)
+    if kind == "calbin":
+        from converters.acceptance.calbin import validate_calbin
+
+        return validate_calbin(path, context=context, batch=batch, fast=fast)
+    if kind in REFUSED:
+        raise wrong_kind(path, kind, VALIDATED, command="validate", rule="validate_kind")
+    if fast:
+        raise ConverterError("--fast applies to calbin packages only", file=str(path), rule="validate_options")
+    try:
+        module = importlib.import_module("converters.acceptance.validate_ninfer")
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("converters.acceptance.validate_ninfer",):
+            raise
+        raise ConverterError(
+            "not a calbin package (no model_memory_reserved_info.txt with a root <model>.yaml), and .ninfer "
+            "validation is not available in this build (converters.acceptance.validate_ninfer is missing)",
+            file=str(path), rule="validate_kind") from None
+    return module.validate_ninfer(path, context=context, batch=batch)
+
+
+def report_exists(target: Path) -> ConverterError:
+    """The error for a report file that already exists (it is never overwritten)."""
+    return ConverterError("output file exists; choose another path or remove it", file=str(target),
+                          rule="output_exists")
+
+
+def refuse_existing_report(target: Path) -> None:
+    """Refuse an existing report target before anything is validated."""
+    refuse_existing(target, lambda: report_exists(target))
+
+
+def write_report(target: Path, doc: dict) -> Path:
+    """Publish ``doc`` (a report's JSON) as the new file ``target``: whole, never over an existing file."""
+    return write_new_json(target, doc, exists=lambda: report_exists(target))

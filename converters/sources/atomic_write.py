@@ -1,0 +1,59 @@
+"""Report files published whole and never over an existing file (``validate -o``, ``inspect --evidence-output``).
+
+The rule is the artifact writer's (docs/format/container.md, §11.4): the bytes go to a hidden temporary
+beside the target (``.<name>.<random>.tmp``), are flushed to disk, and the temporary is then hard-linked
+to the target's name, which fails if that name exists — also when another process created it meanwhile.
+On a file system without hard links the name is checked, then the temporary renamed (a race with another
+writer remains possible there). The temporary is removed on every path, so a failure or Ctrl-C leaves
+neither a partial report nor a leftover.
+
+Each caller names the error it raises for an existing target (``exists``): its message and rule are part
+of that command's contract.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def refuse_existing(path: str | Path, exists: Callable[[], Exception]) -> None:
+    """Raise ``exists()`` when ``path`` names anything, a dangling link included."""
+    if os.path.lexists(path):
+        raise exists()
+
+
+def write_new_file(path: str | Path, data: bytes, *, exists: Callable[[], Exception]) -> Path:
+    """Publish ``data`` as the new file ``path`` (see the module docstring); ``exists()`` is raised when the
+    name is taken, before or while writing."""
+    path = Path(path)
+    refuse_existing(path, exists)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent if str(path.parent) else ".")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise exists() from None
+        except OSError:  # a file system without hard links
+            refuse_existing(path, exists)
+            os.replace(tmp, path)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def write_new_json(path: str | Path, doc: Any, *, exists: Callable[[], Exception], indent: int = 2,
+                   ensure_ascii: bool = True) -> Path:
+    """:func:`write_new_file` of ``doc`` as JSON (``indent``, ``ensure_ascii`` as :func:`json.dumps`) plus a
+    final newline."""
+    text = json.dumps(doc, indent=indent, ensure_ascii=ensure_ascii) + "\n"
+    return write_new_file(path, text.encode("utf-8"), exists=exists)

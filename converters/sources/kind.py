@@ -1,0 +1,89 @@
+"""What a path holds, detected by content, and the one message every command gives for the wrong kind.
+
+:func:`detect_kind` never trusts a name or extension:
+
+===============  ==========================================================================================
+``gguf``         a file starting with ``GGUF``
+``safetensors``  a file whose first eight bytes are a little-endian header length followed by ``{``
+``hf``           a directory that is not a calbin package (an HF checkpoint: ``config.json``, shards)
+``calbin``       a directory holding ``model_memory_reserved_info.txt`` and a root ``<model>.yaml``
+``ninfer``       a file starting with ``NINFER\\0``: the entry file of a ``.ninfer`` artifact
+``ninfer_part``  a file starting with ``NINPRT\\0``: a continuation part (docs/format/container.md, §3.2)
+``json``         a file starting with ``{`` or ``[``: a stored Evidence record, a scale-out plan file
+``unknown``      anything else
+===============  ==========================================================================================
+
+A command handed a kind it does not read raises :func:`wrong_kind`'s error: what the path is, what the
+command reads, and which command reads what was given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from converters.errors import SourceError
+from converters.sources import sniff
+
+CALBIN_RUNTIME_META = "model_memory_reserved_info.txt"  # the file that marks a calbin package directory
+
+DESCRIPTION = {
+    "gguf": "a GGUF file",
+    "safetensors": "a safetensors file",
+    "hf": "a checkpoint directory",
+    "calbin": "a calbin package",
+    "ninfer": "a .ninfer artifact",
+    "ninfer_part": "a .ninfer continuation part",
+    "json": "a JSON file",
+    "unknown": "no file kind this tool reads",
+}
+
+#: the commands that read each kind (``convert <command>``), named in the wrong-kind message.
+READ_BY = {
+    "gguf": "gguf2ninfer to convert it, or inspect",
+    "safetensors": "inspect, or st2ninfer on its checkpoint directory",
+    "hf": "st2ninfer to convert it, or inspect",
+    "calbin": "validate or inspect",
+    "ninfer": "verify, validate, repack or inspect",
+    "ninfer_part": "the entry file it belongs to",
+    "json": "inspect for a stored Evidence record, encode / seal for a plan file",
+}
+
+
+def is_calbin_package(path: str | Path) -> bool:
+    """A directory holding ``model_memory_reserved_info.txt`` and a root ``<model>.yaml`` (not hparam.yaml)."""
+    p = Path(path)
+    try:
+        if not p.is_dir() or not (p / CALBIN_RUNTIME_META).is_file():
+            return False
+        return any(f.suffix in (".yaml", ".yml") and f.name != "hparam.yaml" and f.is_file() for f in p.iterdir())
+    except OSError:  # unreadable: not recognisably a calbin package
+        return False
+
+
+def detect_kind(path: str | Path) -> str:
+    """The kind of ``path`` (table above), from its content; a missing or unusable path raises
+    :class:`~converters.errors.SourceError` (``target_unavailable``)."""
+    p = Path(path)
+    if p.is_dir():
+        return "calbin" if is_calbin_package(p) else "hf"
+    return sniff(p)
+
+
+def wrong_kind(path: str | Path, kind: str, accepted: Iterable[str], *, command: str,
+               rule: str = "source_kind") -> SourceError:
+    """The error for ``convert <command>`` given ``path`` of ``kind`` where it reads ``accepted`` kinds."""
+    wanted = " or ".join(DESCRIPTION[k] for k in accepted)
+    hint = f"; use {READ_BY[kind]}" if kind in READ_BY else ""
+    return SourceError(f"{Path(path).name} is {DESCRIPTION[kind]} (detected by content); convert {command} reads "
+                       f"{wanted}{hint}", file=str(path), code="target_unavailable", category="unsupported_target",
+                       rule="ninfer_entry" if kind == "ninfer_part" else rule)
+
+
+def require_kind(path: str | Path, accepted: Iterable[str], *, command: str, rule: str = "source_kind") -> str:
+    """:func:`detect_kind` of ``path``, or :func:`wrong_kind`'s error when ``command`` does not read it."""
+    accepted = tuple(accepted)
+    kind = detect_kind(path)
+    if kind not in accepted:
+        raise wrong_kind(path, kind, accepted, command=command, rule=rule)
+    return kind
