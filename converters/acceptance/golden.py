@@ -4,11 +4,12 @@
 parameters of the shared contract (``text/token_embedding``, ``text/layers/{l}/attention/query``,
 ``text/layers/{l}/gdn/a_log``, …; HF values and HF order) and returns the logits ``[T, V]``;
 ``compare_logits`` reports top-1 agreement, max absolute error and cosine. ``convert verify`` runs
-it on the source weights and on an artifact's decoded bindings (issue 7, gate 7). Computation is in
-float64 by default so the reference itself adds no rounding worth measuring. Families, from ``model_type``
-(or ``architectures``): Qwen3 (``qwen3``) and Qwen3-MoE (``qwen3_moe``) with Qwen3 conventions; Qwen3.5
-(``qwen3_5``/``qwen3_5_text``), Qwen3.5-MoE (``qwen3_5_moe``/``qwen3_5_moe_text``) and Qwen3-Next
-(``qwen3_next``) with Qwen3.5 conventions.
+it on the source weights and on an artifact's decoded bindings (its golden-forward gate). Computation is in
+float64 by default so the reference itself adds no rounding worth measuring. The model's conventions come
+from its text architecture module (``converters.model.architectures``, found by ``model_type``, else
+``architectures``): its ``GOLDEN`` :class:`~converters.model.architectures._family.Family` says which optional
+parts the one code path below uses (zero-centred norms, gated query, q/k norms, q/k/v biases, hybrid
+layers, the sparse MoE block and its routing defaults). This module keeps no table of families.
 
 Semantics, as read in transformers (``models/qwen3_5/modeling_qwen3_5.py`` @009e78d6, ``models/qwen3``):
 
@@ -17,7 +18,8 @@ Semantics, as read in transformers (``models/qwen3_5/modeling_qwen3_5.py`` @009e
   ``w·x̂·silu(z)`` per value head (``Qwen3_5RMSNormGated``).
 - Decoder layer: ``h += mixer(norm_in(h))``; ``h += down(silu(gate(x))·up(x))`` with
   ``x = norm_post(h)``; logits ``= norm_final(h) @ head.T`` (head = embedding when tied).
-- Full attention: q/k/v projections, per-head ``q_norm``/``k_norm`` on ``head_dim``, RoPE on the first
+- Full attention: q/k/v projections (``x @ Wᵀ + b`` where the family has q/k/v biases), per-head
+  ``q_norm``/``k_norm`` on ``head_dim`` (where the family has them), RoPE on the first
   ``rotary_dim = int(head_dim·partial_rotary_factor)`` dims of each head with ``rotate_half``
   (pairs ``i`` and ``i + rotary_dim/2``), ``inv_freq = theta^(-2i/rotary_dim)``; GQA head ``h`` reads
   KV head ``h // (heads/kv_heads)``; causal softmax of ``q·k/sqrt(head_dim)``; Qwen3.5 multiplies the
@@ -65,19 +67,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from converters.errors import ConversionError
+from converters.model import architectures
+from converters.model.architectures._family import MoeKind
 
 L2NORM_EPS = 1e-6
 HEAD_ROWS = 16384
-#: model_type / architecture -> (conventions family, MoE kind or None)
-FAMILIES = {"qwen3": ("qwen3", None), "qwen3_5": ("qwen3_5", None), "qwen3_5_text": ("qwen3_5", None),
-            "qwen3_moe": ("qwen3", "qwen3_moe"), "qwen3_next": ("qwen3_5", "qwen3_next"),
-            "qwen3_5_moe": ("qwen3_5", "qwen3_5_moe"), "qwen3_5_moe_text": ("qwen3_5", "qwen3_5_moe")}
-ARCHITECTURES = {"Qwen3ForCausalLM": FAMILIES["qwen3"], "Qwen3_5ForCausalLM": FAMILIES["qwen3_5"],
-                 "Qwen3_5ForConditionalGeneration": FAMILIES["qwen3_5"], "Qwen3MoeForCausalLM": FAMILIES["qwen3_moe"],
-                 "Qwen3NextForCausalLM": FAMILIES["qwen3_next"], "Qwen3_5MoeForCausalLM": FAMILIES["qwen3_5_moe"],
-                 "Qwen3_5MoeForConditionalGeneration": FAMILIES["qwen3_5_moe"]}
-#: MoE kind -> (shared expert, norm_topk_prob default (None: always renormalised), dense layers possible)
-MOE_KINDS = {"qwen3_moe": (False, False, True), "qwen3_next": (True, True, True), "qwen3_5_moe": (True, None, False)}
 
 
 def _config_error(field: str, message: str) -> ConversionError:
@@ -106,8 +100,8 @@ class MoeSpec:
     norm_topk_prob: bool
 
     @classmethod
-    def from_config(cls, cfg: Mapping, kind: str, num_layers: int) -> MoeSpec:
-        shared, norm_default, dense_possible = MOE_KINDS[kind]
+    def from_config(cls, cfg: Mapping, kind: MoeKind, num_layers: int) -> MoeSpec:
+        shared, norm_default, dense_possible = kind.shared_expert, kind.norm_topk_default, kind.dense_layers
         experts, top_k = _field(cfg, "num_experts"), _field(cfg, "num_experts_per_tok")
         if not 1 <= top_k <= experts:
             raise _config_error("num_experts_per_tok", f"{top_k} must be in 1..num_experts ({experts})")
@@ -149,31 +143,38 @@ class TextSpec:
     linear_value_head_dim: int = 0
     linear_conv_kernel_dim: int = 0
     moe: MoeSpec | None = None
+    qk_norm: bool = True
+    qkv_bias: bool = False
+    architecture: str = ""  # the text architecture module (converters.model.architectures) it came from
 
     def sparse(self, layer: int) -> bool:
         """Whether ``layer``'s feed-forward block is the sparse MoE block (else the dense MLP)."""
         return self.moe is not None and layer in self.moe.layers
 
+    def head_table(self) -> dict[str, tuple[int, list[tuple[int, int]]]]:
+        """The architecture's head structure for this geometry (its module's ``heads``); empty when unknown."""
+        return architectures.module(self.architecture).heads(self) if self.architecture else {}
+
     @classmethod
     def from_config(cls, config: Mapping) -> TextSpec:
         cfg = config.get("text_config") or config
-        family, moe_kind = FAMILIES.get(cfg.get("model_type", "")) or next(
-            (ARCHITECTURES[a] for a in config.get("architectures") or () if a in ARCHITECTURES), (None, None))
-        if family is None:
-            raise _config_error("model_type", f"golden forward supports Qwen3, Qwen3.5, Qwen3-MoE, Qwen3.5-MoE and "
-                                f"Qwen3-Next text, not {cfg.get('model_type')!r} / {config.get('architectures')!r}")
+        arch = architectures.for_model_type(cfg.get("model_type", ""), config.get("architectures"))
+        if arch is None:
+            known = ", ".join(m.NAME for m in architectures.text_modules() if not hasattr(m, "detect"))
+            raise _config_error("model_type", f"golden forward supports the text architectures {known}, not "
+                                f"{cfg.get('model_type')!r} / {config.get('architectures')!r}")
+        fam = arch.GOLDEN
 
         need = functools.partial(_field, cfg)
         rope = cfg.get("rope_parameters") or {}
         theta = rope.get("rope_theta", cfg.get("rope_theta"))
         if theta is None:
             raise _config_error("rope_parameters.rope_theta", "required field missing (or top-level rope_theta)")
-        partial = float(rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor",
-                                                                  0.25 if family == "qwen3_5" else 1.0)))
+        partial = float(rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", fam.partial_rotary_factor)))
         heads = need("num_attention_heads")
         head_dim = int(cfg.get("head_dim") or need("hidden_size") // heads)
         layers = need("num_hidden_layers")
-        if family == "qwen3":
+        if not fam.hybrid:
             layer_types = ("full_attention",) * layers
         elif cfg.get("layer_types"):
             layer_types = tuple(cfg["layer_types"])
@@ -182,16 +183,17 @@ class TextSpec:
             layer_types = tuple("full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(layers))
         if len(layer_types) != layers or set(layer_types) - {"full_attention", "linear_attention"}:
             raise _config_error("layer_types", f"expected {layers} of full_attention/linear_attention")
-        moe = MoeSpec.from_config(cfg, moe_kind, layers) if moe_kind else None
+        moe = MoeSpec.from_config(cfg, fam.moe, layers) if fam.moe else None
         dense = moe is None or len(moe.layers) < layers
         spec = cls(
-            family=family, vocab_size=need("vocab_size"), hidden_size=need("hidden_size"), moe=moe,
+            family=fam.name, architecture=arch.NAME, qk_norm=fam.qk_norm, qkv_bias=fam.qkv_bias,
+            vocab_size=need("vocab_size"), hidden_size=need("hidden_size"), moe=moe,
             intermediate_size=need("intermediate_size") if dense else 0, layer_types=layer_types, num_heads=heads,
             num_kv_heads=need("num_key_value_heads"), head_dim=head_dim, rms_norm_eps=need("rms_norm_eps", float),
             rope_theta=float(theta), rotary_dim=int(head_dim * partial),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", config.get("tie_word_embeddings", False))),
-            attn_output_gate=family == "qwen3_5" and bool(cfg.get("attn_output_gate", True)),
-            zero_centred_norms=family == "qwen3_5",
+            attn_output_gate=fam.attn_output_gate and bool(cfg.get("attn_output_gate", True)),
+            zero_centred_norms=fam.zero_centred_norms,
             **({} if "linear_attention" not in layer_types else {
                 f: need(f) for f in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
                                      "linear_value_head_dim", "linear_conv_kernel_dim")}),
@@ -246,9 +248,15 @@ def attention(x: np.ndarray, w: Mapping[str, np.ndarray], spec: TextSpec, positi
     """Causal (gated) GQA attention of ``x [T, H]``; ``w`` keyed by the ``attention/*`` leaf names."""
     t, nh, nkv, hd = x.shape[0], spec.num_heads, spec.num_kv_heads, spec.head_dim
     zc, eps = spec.zero_centred_norms, spec.rms_norm_eps
-    q = rms_norm((x @ w["query"].T).reshape(t, nh, hd), w["query_norm"], eps, zero_centred=zc)
-    k = rms_norm((x @ w["key"].T).reshape(t, nkv, hd), w["key_norm"], eps, zero_centred=zc)
-    v = (x @ w["value"].T).reshape(t, nkv, hd)
+
+    def project(name: str, heads: int) -> np.ndarray:
+        y = x @ w[name].T + w[name + "_bias"] if spec.qkv_bias else x @ w[name].T
+        return y.reshape(t, heads, hd)
+
+    q, k, v = project("query", nh), project("key", nkv), project("value", nkv)
+    if spec.qk_norm:
+        q = rms_norm(q, w["query_norm"], eps, zero_centred=zc)
+        k = rms_norm(k, w["key_norm"], eps, zero_centred=zc)
     q = rope(q, positions, spec.rotary_dim, spec.rope_theta)
     k = rope(k, positions, spec.rotary_dim, spec.rope_theta)
     k, v = np.repeat(k, nh // nkv, axis=1), np.repeat(v, nh // nkv, axis=1)
@@ -348,7 +356,11 @@ def parameter_shapes(spec: TextSpec) -> dict[str, tuple[int, ...]]:
         if kind == "full_attention":
             a = f"{p}/attention"
             shapes |= {f"{a}/query": (nh * hd, h), f"{a}/key": (nkv * hd, h), f"{a}/value": (nkv * hd, h),
-                       f"{a}/output": (h, nh * hd), f"{a}/query_norm": (hd,), f"{a}/key_norm": (hd,)}
+                       f"{a}/output": (h, nh * hd)}
+            if spec.qk_norm:
+                shapes |= {f"{a}/query_norm": (hd,), f"{a}/key_norm": (hd,)}
+            if spec.qkv_bias:
+                shapes |= {f"{a}/query_bias": (nh * hd,), f"{a}/key_bias": (nkv * hd,), f"{a}/value_bias": (nkv * hd,)}
             if spec.attn_output_gate:
                 shapes[f"{a}/gate"] = (nh * hd, h)
         else:

@@ -4,25 +4,16 @@
 an artifact declares (container §4.2). The text component has its contract (:mod:`.contract`, the golden
 forward's own list); the other components (``mtp``, ``vision``, ``dflash``, ``dflash2``) have only their
 mapping files. :func:`required_parameters` reads those: the component's architecture module
-(``COMPONENT``), its ``Args`` from the component's ``config`` (the MTP head's geometry from the text
-config: its record only names ``Qwen3_5MTP``, container §4.2), and the mapping's rules — symbols, layer
-count and kinds, ``repeat``, shapes, ``input``, ``tied_to``/``when`` — in :func:`converters.mapping.bind`'s
-order: globals first, then layer by layer in each kind's group order. A tied parameter (the MTP head's
-embedding and output head, bound to the text objects) is listed like the others.
-:func:`expected_from_artifact` puts every component's list together with ``text.proposal``'s.
-
-Why not :func:`~converters.mapping.bind` itself: it resolves every rule against a source's tensors
-(prefixes, probes, source shapes, the accounting of every tensor) and cannot run without one. The rule
-fields read here do not depend on the source kind (a rule's name, shape and input are the same for its
-``gguf`` and ``hf`` readings), and the expression evaluator and symbol evaluation are the engine's own
-(:mod:`converters.mapping.expr`, :func:`converters.mapping.binder.evaluate_symbols`). A test keeps this list
-equal to ``bind``'s for every tiny component checkpoint.
+(``COMPONENT``), its ``Args`` from the component's ``config`` (from the text config when the module says
+``TEXT_GEOMETRY``: the MTP head's record only names ``Qwen3_5MTP``, container §4.2), and the mapping's rules
+(:func:`converters.acceptance.gates.declared.declared_parameters`). :func:`expected_from_artifact` puts
+every component's list together with ``text.proposal``'s. A test keeps this list equal to ``bind``'s for
+every tiny component checkpoint.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -31,18 +22,17 @@ from converters.acceptance.gates.contract import (
     Expected,
     expected_proposal,
     expected_text,
-    layer_of,
     unsupported_family,
 )
+from converters.acceptance.gates.declared import declared_parameters
 from converters.acceptance.gates.proposal import proposal_record
-from converters.errors import ConverterError, MappingError
-from converters.mapping import expr
-from converters.mapping.binder import evaluate_symbols
-from converters.mapping.schema import LAYER_PLACEHOLDER, ParameterRule
+from converters.errors import ConverterError
 from converters.model import architectures
 
-#: components whose Args are the text config's (their record holds only ``architectures``)
-TEXT_GEOMETRY = ("mtp",)
+#: components whose Args are the text config's (their record holds only ``architectures``): those whose
+#: architecture modules say ``TEXT_GEOMETRY``
+TEXT_GEOMETRY = tuple(dict.fromkeys(m.COMPONENT for m in architectures.all_modules()
+                                    if getattr(m, "TEXT_GEOMETRY", False)))
 
 
 def component_architecture(component: str, config: Mapping | None = None) -> ModuleType:
@@ -54,8 +44,7 @@ def component_architecture(component: str, config: Mapping | None = None) -> Mod
     """
     named = (config or {}).get("architectures") if isinstance(config, Mapping) else None
     wanted = named[0] if isinstance(named, list) and named else None
-    candidates = [mod for mod in map(architectures.module, architectures.ARCHITECTURE_MODULES)
-                  if getattr(mod, "COMPONENT", None) == component]
+    candidates = architectures.for_component(component)
     for mod in candidates:
         if wanted is not None and getattr(mod, "CONFIG_ARCHITECTURE", None) == wanted:
             return mod
@@ -75,50 +64,10 @@ def required_parameters(component: str, config: Mapping, text_config: Mapping) -
     """Name → :class:`Expected` of every parameter ``component``'s mapping binds for ``config``."""
     from converters.model.components import mapping_for
 
-    mod = component_architecture(component, config)
-    m = mapping_for(mod, component)
+    m = mapping_for(component_architecture(component, config), component)
     args = component_args(component, config, text_config)
-    env = evaluate_symbols(m, {k: v for k, v in vars(args).items() if isinstance(v, int)})
-    kinds = tuple(args.layer_kinds())
-    n_layers = _eval(m.layer_count, env, m.file) if m.layer_count is not None else 0
-    if m.kinds and n_layers != len(kinds):
-        raise MappingError(f"layers.count = {n_layers} but the config lists {len(kinds)} layer kinds", file=m.file,
-                           rule="layer_count")
-    order = [(g, None) for g in m.groups if g not in m.layer_groups()]
-    for layer in range(n_layers if m.kinds else 0):
-        order += [(g, layer) for g in m.kinds[kinds[layer]].groups]
-    out: dict[str, Expected] = {}
-    for group, layer in order:
-        for rule in m.groups[group]:
-            for e in _expand(rule, env, layer, m.file):
-                out[e.name] = Expected(e.name, e.shape, e.input, component=component, layer=layer)
-    return out
-
-
-def _expand(rule: ParameterRule, env: dict, layer: int | None, file: str) -> Iterator[Expected]:
-    combos: list[dict[str, int]] = [{}]
-    for placeholder, count in rule.repeat:
-        combos = [{**c, placeholder: i} for c in combos for i in range(_eval(count, env, file))]
-    for indices in combos:
-        local = {**env, **indices}
-        if layer is not None:
-            local[LAYER_PLACEHOLDER] = layer
-        name = _fill(rule.name, local, file)
-        shape = tuple(_eval(d, local, file) for d in rule.shape)
-        yield Expected(name, shape, _fill(rule.input, local, file) if rule.input else None, layer=layer_of(name))
-
-
-def _eval(e, env: Mapping, file: str) -> int:
-    try:
-        return expr.evaluate(e, env)
-    except expr.ExprError as exc:
-        raise MappingError(str(exc), file=file, rule="expression") from None
-
-
-def _fill(template: str, env: Mapping, file: str) -> str:
-    """``template`` with each ``{name}`` / ``{expression}`` replaced by its integer value."""
-    return re.sub(r"\{([^{}]+)\}", lambda mo: str(env[mo[1]] if mo[1] in env else _eval(mo[1], env, file)),
-                  template)
+    return {d.name: Expected(d.name, d.shape, d.input, component=component, layer=d.layer)
+            for d in declared_parameters(m, args).values()}
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """Strict construction of an architecture's ``Args`` from a normalised config (HF field names).
 
 A field missing from the config, or of the wrong type, is an error naming the field — never a
-default the checkpoint did not state (mlx-lm's ``TextModelArgs`` inventing ``hidden_size=4096`` is the
-counter-example in ``../shared/specs/style-exemplars.md``). Extra config fields are ignored: the
+default the checkpoint did not state (a model-args class that invents ``hidden_size=4096`` when the config
+omits it is the counter-example). Extra config fields are ignored: the
 normalised config is shared with the golden forward and the gates, which read more than the mapping.
 """
 

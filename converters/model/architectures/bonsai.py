@@ -2,7 +2,7 @@
 (``prism.hadamard.*``), the gated delta net output projection's input columns kept in grouped order.
 
 Same config and layer kinds as :mod:`converters.model.architectures.qwen35`; what differs is the tensor layout,
-so the mapping is its own file, ``mappings/bonsai.yaml`` (seed 003's MAPPING concepts). A GGUF is read
+so the mapping is its own file, ``mappings/bonsai.yaml``. A GGUF is read
 with it when :func:`detect` says so — it declares ``prism.hadamard.*``; a ternary GGUF without rotation
 is llama.cpp's own layout and stays with ``qwen35.yaml`` (the recipe, not the mapping, chooses ``t2``).
 """
@@ -10,19 +10,19 @@ is llama.cpp's own layout and stays with ``qwen35.yaml`` (the recipe, not the ma
 from __future__ import annotations
 
 from converters.errors import ConversionError
-from converters.model.architectures.qwen35 import LAYER_KINDS, Args
+from converters.model.architectures.qwen35 import COMPONENTS, LAYER_KINDS, MTP, Args, heads
 from converters.sources.hadamard import PREFIX, has_rotation_metadata
 
 NAME = "bonsai"
 HF_ARCHITECTURES: tuple[str, ...] = ()  # a GGUF layout, never an HF checkpoint's own architecture
 GGUF_ARCHITECTURES = ("qwen35",)
 MAPPINGS = {"text": "bonsai.yaml"}
-#: With ``--template``, taken from the template even though the GGUF could rebuild them (seed 003 §3: the
+#: With ``--template``, taken from the template even though the GGUF could rebuild them (the
 #: tokenizer files of the official checkpoint the template was made from, not ones rebuilt from
 #: ``tokenizer.ggml.*``; the same tokenizer either way).
 TEMPLATE_BORROWS = ("frontend/",)
-__all__ = ["GGUF_ARCHITECTURES", "HF_ARCHITECTURES", "LAYER_KINDS", "MAPPINGS", "NAME", "TEMPLATE_BORROWS", "Args",
-           "detect"]
+__all__ = ["COMPONENTS", "GGUF_ARCHITECTURES", "HF_ARCHITECTURES", "LAYER_KINDS", "MAPPINGS", "MTP", "NAME",
+           "TEMPLATE_BORROWS", "Args", "detect", "heads"]
 
 
 def detect(source) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from converters.model.architectures import _heads
 from converters.model.architectures._args import AttentionArgs, args_from_config
 
 NAME = "dflash"
@@ -26,6 +27,11 @@ GGUF_ARCHITECTURES: tuple[str, ...] = ()
 CONFIG_ARCHITECTURE = "DFlashDraftModel"
 MAPPINGS = {"dflash": "dflash.yaml"}
 LAYER_KINDS = ("decoder",)
+
+
+def heads(g) -> _heads.HeadTable:
+    """Attention heads, the context key/value included."""
+    return _heads.attention(g) | _heads.context_attention(g)
 
 
 def flat_config(config: Mapping) -> dict:

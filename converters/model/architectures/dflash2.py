@@ -19,6 +19,7 @@ GGUF_ARCHITECTURES: tuple[str, ...] = ()
 CONFIG_ARCHITECTURE = "DFlash2DraftModel"
 MAPPINGS = {"dflash2": "dflash2.yaml"}
 LAYER_KINDS = ("decoder",)
+heads = dflash.heads
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from converters.model.architectures import _heads
 from converters.model.architectures._args import AttentionArgs, args_from_config
+from converters.model.architectures._family import Family
 
 NAME = "qwen3"
 HF_ARCHITECTURES = ("Qwen3ForCausalLM",)
 GGUF_ARCHITECTURES = ("qwen3",)
 MAPPINGS = {"text": "qwen3.yaml"}
 LAYER_KINDS = ("full_attention",)
+MODEL_TYPES = ("qwen3",)
+COMPONENTS = ("dflash", "dflash2")
+GOLDEN = Family("qwen3")
+heads = _heads.attention
 
 
 @dataclass(frozen=True)

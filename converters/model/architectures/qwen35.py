@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from converters.model.architectures import _heads
 from converters.model.architectures._args import AttentionArgs, args_from_config, fail
+from converters.model.architectures._family import Family
 from converters.model.architectures._moe import HYBRID_KINDS, check_hybrid
 
 NAME = "qwen35"
@@ -18,6 +20,11 @@ HF_ARCHITECTURES = ("Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration")
 GGUF_ARCHITECTURES = ("qwen35",)
 MAPPINGS = {"text": "qwen35.yaml"}
 LAYER_KINDS = HYBRID_KINDS
+MODEL_TYPES = ("qwen3_5", "qwen3_5_text")
+COMPONENTS = ("mtp", "vision", "dflash", "dflash2")
+MTP = "qwen35_mtp"
+GOLDEN = Family("qwen3_5", zero_centred_norms=True, attn_output_gate=True, hybrid=True, partial_rotary_factor=0.25)
+heads = _heads.hybrid
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,8 @@ GGUF_ARCHITECTURES: tuple[str, ...] = ()
 CONFIG_ARCHITECTURE = "Qwen3_5MoeMTP"
 MAPPINGS = {"mtp": "qwen35_moe_mtp.yaml"}
 LAYER_KINDS = ("full_attention",)
+#: ``Args`` from the text config: the component record names only the architecture
+TEXT_GEOMETRY = True
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ GGUF_ARCHITECTURES: tuple[str, ...] = ()
 CONFIG_ARCHITECTURE = "Qwen3_5MTP"
 MAPPINGS = {"mtp": "qwen35_mtp.yaml"}
 LAYER_KINDS = ("full_attention",)
+#: ``Args`` from the text config: the component record names only the architecture
+TEXT_GEOMETRY = True
 
 
 @dataclass(frozen=True)

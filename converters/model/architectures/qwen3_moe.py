@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from converters.model.architectures import _heads
 from converters.model.architectures._args import AttentionArgs, args_from_config
+from converters.model.architectures._family import Family, MoeKind
 from converters.model.architectures._moe import check_moe
 
 NAME = "qwen3_moe"
@@ -19,6 +21,11 @@ HF_ARCHITECTURES = ("Qwen3MoeForCausalLM",)
 GGUF_ARCHITECTURES = ("qwen3moe",)
 MAPPINGS = {"text": "qwen3_moe.yaml"}
 LAYER_KINDS = ("full_attention_moe", "full_attention_dense")
+MODEL_TYPES = ("qwen3_moe",)
+COMPONENTS = ("dflash", "dflash2")
+#: no shared expert; transformers Qwen3MoeConfig.norm_topk_prob defaults to False; dense layers possible
+GOLDEN = Family("qwen3", moe=MoeKind(shared_expert=False, norm_topk_default=False, dense_layers=True))
+heads = _heads.attention
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from converters.model.architectures import _heads
 from converters.model.architectures._args import AttentionArgs, args_from_config
+from converters.model.architectures._family import Family, MoeKind
 from converters.model.architectures._moe import HYBRID_KINDS, check_hybrid, check_moe
 
 NAME = "qwen3_next"
@@ -19,6 +21,12 @@ HF_ARCHITECTURES = ("Qwen3NextForCausalLM",)
 GGUF_ARCHITECTURES = ("qwen3next",)
 MAPPINGS = {"text": "qwen3_next.yaml"}
 LAYER_KINDS = tuple(f"{mixer}_{ffn}" for mixer in HYBRID_KINDS for ffn in ("moe", "dense"))
+MODEL_TYPES = ("qwen3_next",)
+COMPONENTS = ("dflash", "dflash2")
+#: shared expert; norm_topk_prob defaults to True (Qwen3NextConfig); dense layers possible
+GOLDEN = Family("qwen3_5", zero_centred_norms=True, attn_output_gate=True, hybrid=True, partial_rotary_factor=0.25,
+                moe=MoeKind(shared_expert=True, norm_topk_default=True, dense_layers=True))
+heads = _heads.hybrid
 
 
 @dataclass(frozen=True)

@@ -33,15 +33,7 @@ SECTION = "§4.2"
 TEXT = "text"
 #: every component id the converter knows (container §4.2: text, vision, mtp, dflash, dflash2)
 KNOWN = ("text", "vision", "mtp", "dflash", "dflash2")
-#: text architecture → the components it can carry
-SUPPORTED: dict[str, tuple[str, ...]] = {
-    "qwen35": ("mtp", "vision", "dflash", "dflash2"),
-    "bonsai": ("mtp", "vision", "dflash", "dflash2"),
-    "qwen35_moe": ("mtp", "vision", "dflash", "dflash2"),
-    "qwen3": ("dflash", "dflash2"),
-    "qwen3_moe": ("dflash", "dflash2"),
-    "qwen3_next": ("dflash", "dflash2"),
-}
+
 #: input names a component reads besides ``main`` (what :func:`open_inputs` produces)
 INPUTS = {"vision": ("mmproj",), "dflash": ("dflash",), "dflash2": ("dflash2",)}
 
@@ -135,7 +127,7 @@ def resolve_components(ctx: Context, components: Iterable[str]) -> list[Componen
 
     comps = parse_components(components)
     arch = ctx.text_architecture.NAME
-    supported = SUPPORTED.get(arch, ())
+    supported = supported_by(ctx.text_architecture)
     for c in comps:
         if c != TEXT and c not in supported:
             raise missing(c, f"the {arch} architecture has no {c} component (it can carry: "
@@ -151,6 +143,19 @@ def resolve_components(ctx: Context, components: Iterable[str]) -> list[Componen
     return [resolvers[c](ctx, c) for c in comps if c != TEXT]
 
 
+def supported_by(architecture: ModuleType) -> tuple[str, ...]:
+    """The components a text architecture can carry (its module's ``COMPONENTS``)."""
+    return tuple(getattr(architecture, "COMPONENTS", ()))
+
+
+def __getattr__(name: str):
+    if name == "SUPPORTED":  # text architecture → the components it can carry, from the registry
+        from converters.model import architectures
+
+        return {m.NAME: supported_by(m) for m in architectures.all_modules() if hasattr(m, "COMPONENTS")}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def mapping_for(architecture: ModuleType, component: str) -> MappingFile:
     from converters.mapping import load_mapping
     from converters.mapping.schema import MAPPINGS_DIR
@@ -159,4 +164,4 @@ def mapping_for(architecture: ModuleType, component: str) -> MappingFile:
 
 
 __all__ = ["KNOWN", "SUPPORTED", "Component", "ComponentMissingError", "Context", "mapping_for", "missing",
-           "open_inputs", "parse_components", "resolve_components"]
+           "open_inputs", "parse_components", "resolve_components", "supported_by"]

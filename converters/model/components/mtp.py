@@ -5,17 +5,14 @@ sparse MoE block), ``target: "text"``, geometry from the target's config; read f
 Present when the normalised text config has ``mtp_num_hidden_layers > 0`` (HF ``text_config``; GGUF
 ``{arch}.nextn_predict_layers``) *and* the checkpoint carries the weights (HF ``mtp.fc.weight``, GGUF
 ``blk.{L}.nextn.eh_proj.weight``): several published checkpoints keep the config field but strip the
-tensors, and llama.cpp's ``--no-mtp`` drops both. The architecture follows the text one
-(:data:`BY_TEXT`); mappings ``mappings/qwen35_mtp.yaml``, ``mappings/qwen35_moe_mtp.yaml``.
+tensors, and llama.cpp's ``--no-mtp`` drops both. The architecture follows the text one (the text
+architecture module's ``MTP``: its layer has the text model's MLP kind); mappings ``mappings/qwen35_mtp.yaml``, ``mappings/qwen35_moe_mtp.yaml``.
 """
 
 from __future__ import annotations
 
-from converters.model.architectures import qwen35_moe_mtp, qwen35_mtp
+from converters.model import architectures
 from converters.model.components import Component, Context, mapping_for, missing
-
-#: text architecture → the MTP head's architecture module (its layer has the text model's MLP kind)
-BY_TEXT = {"qwen35": qwen35_mtp, "bonsai": qwen35_mtp, "qwen35_moe": qwen35_moe_mtp}
 
 
 def resolve(ctx: Context, component: str = "mtp") -> Component:
@@ -29,7 +26,7 @@ def resolve(ctx: Context, component: str = "mtp") -> Component:
     if probe not in main.tensors:
         raise missing(component, f"the config declares {n} MTP layer(s) but {probe} is not in the checkpoint "
                       "(its MTP weights were stripped)", file=file)
-    arch = BY_TEXT[ctx.text_architecture.NAME]
+    arch = architectures.module(ctx.text_architecture.MTP)
     args = arch.Args.from_config(ctx.text_config, file=file)
     return Component(component, arch, mapping_for(arch, component), args,
                      {"architectures": [arch.CONFIG_ARCHITECTURE]},

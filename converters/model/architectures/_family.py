@@ -1,0 +1,44 @@
+"""The golden-forward family of a text architecture: the conventions the numpy reference forward
+(:mod:`converters.acceptance.golden`) switches on, declared by each architecture module as ``GOLDEN``.
+
+The forward pass has one code path; a family only says which of its optional parts a model has
+(the golden module's docstring gives each formula):
+
+- ``zero_centred_norms`` — RMSNorm weights applied as ``1 + w`` (Qwen3.5, Qwen3-Next) instead of ``w``;
+- ``attn_output_gate`` — the query projection's second half of each head's rows gates the attention output;
+- ``qk_norm`` — per-head RMSNorm of queries and keys (``attention/query_norm``, ``attention/key_norm``);
+- ``qkv_bias`` — the query/key/value projections add a bias (``attention/{query,key,value}_bias``);
+- ``hybrid`` — layers are ``layer_types`` of full attention and gated delta net (default schedule: every
+  ``full_attention_interval``-th layer full attention); otherwise every layer is full attention;
+- ``partial_rotary_factor`` — the fraction of a head's dims RoPE rotates when the config does not say;
+- ``moe`` — the sparse feed-forward block, when the family has one (:class:`MoeKind`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MoeKind:
+    """How a family's sparse MoE block is built: a shared expert or not, the ``norm_topk_prob`` default
+    (None: always renormalised, the config cannot turn it off), and whether some layers may stay dense
+    (``mlp_only_layers`` / ``decoder_sparse_step``)."""
+
+    shared_expert: bool
+    norm_topk_default: bool | None
+    dense_layers: bool
+
+
+@dataclass(frozen=True)
+class Family:
+    """The golden forward's conventions for one text architecture (see the module docstring)."""
+
+    name: str
+    zero_centred_norms: bool = False
+    attn_output_gate: bool = False
+    qk_norm: bool = True
+    qkv_bias: bool = False
+    hybrid: bool = False
+    partial_rotary_factor: float = 1.0
+    moe: MoeKind | None = None
