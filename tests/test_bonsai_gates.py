@@ -10,7 +10,6 @@ import json
 
 import numpy as np
 import pytest
-from test_gates_support import rewrite
 
 from converters.acceptance.gates.decode import ArtifactRows, SourceRows
 from converters.acceptance.gates.verify import verify
@@ -18,6 +17,7 @@ from converters.cli import main
 from converters.model.engine import open_model
 from converters.pipeline.convert import convert
 from ninfer_core import codecs, open_artifact
+from tests.support.gates import rewrite
 from tinymodels import bonsai
 
 # value heads of 128: the tiled ssm_out columns move in whole t2 groups (as in test_bonsai_types)

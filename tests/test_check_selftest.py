@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from gguf.constants import GGMLQuantizationType as Q
 from gguf.quants import quantize
-from test_gates_support import CFG3, CFG35, rewrite
 
 from converters.acceptance.check import DISASSEMBLERS, plausibility, run_check
 from converters.cli import main
 from converters.pipeline.convert import convert
 from converters.sources import open_source
 from ninfer_core import codecs
+from tests.support.gates import CFG3, CFG35, rewrite
 from tinymodels import qwen3, qwen35
 
 

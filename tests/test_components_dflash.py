@@ -14,7 +14,7 @@ from converters.errors import ConversionError
 from converters.model.engine import logical_array
 from converters.pipeline.convert import convert
 from ninfer_core import open_artifact, validate
-from tests.test_components_selection import check_separation, cosine
+from tests.support.components import check_separation, cosine
 from tinymodels import dflash, qwen35
 
 TEXT = qwen35.config()

@@ -10,7 +10,7 @@ import pytest
 from converters.model.engine import expected_parameters, logical_array
 from converters.pipeline.convert import convert
 from ninfer_core import open_artifact, validate
-from tests.test_components_selection import check_separation, cosine
+from tests.support.components import check_separation, cosine
 from tinymodels import qwen35
 
 CFG = qwen35.config(mtp_num_hidden_layers=1)

@@ -14,7 +14,7 @@ from converters.acceptance.gates.verify import verify
 from converters.cli import main
 from converters.model.engine import logical_array
 from ninfer_core import open_artifact, validate
-from tests.test_components_selection import check_separation, cosine
+from tests.support.components import check_separation, cosine
 from tinymodels import qwen35_moe
 
 CFG = qwen35_moe.config(mtp_num_hidden_layers=1)

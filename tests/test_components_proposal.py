@@ -13,7 +13,7 @@ from converters.model.engine import logical_array
 from converters.pipeline.convert import convert
 from converters.pipeline.proposal import ProposalRequest, proposal_parameters, read_token_counts, shortlist
 from ninfer_core import open_artifact, validate
-from tests.test_components_selection import check_separation
+from tests.support.components import check_separation
 from tinymodels import qwen35, token_counts
 
 CFG = qwen35.config()

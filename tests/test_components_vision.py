@@ -15,7 +15,7 @@ from converters.model.components import ComponentMissingError
 from converters.model.engine import logical_array
 from converters.pipeline.convert import convert
 from ninfer_core import open_artifact, validate
-from tests.test_components_selection import check_separation, cosine
+from tests.support.components import check_separation, cosine
 from tinymodels import qwen35, vision
 
 TEXT = qwen35.config(mtp_num_hidden_layers=1)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_gates_support import converted, rewrite, swap_blocks
 
 from converters.acceptance.gates.required import required_parameters
 from converters.acceptance.gates.verify import verify
@@ -16,6 +15,7 @@ from converters.errors import ConversionError
 from converters.model.architectures import qwen3_5_vision
 from converters.model.engine import logical_array
 from ninfer_core import open_artifact, validate
+from tests.support.gates import converted, rewrite, swap_blocks
 from tinymodels import qwen35, vision
 
 TEXT = qwen35.config()

@@ -12,10 +12,10 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_container_fixtures import base_payload, base_root, entry_file
 
 from ninfer_core import open_artifact, validate
 from ninfer_core.errors import NinferError
+from tests.support.container import base_payload, base_root, entry_file
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70) | st.floats(allow_nan=False)

@@ -10,7 +10,12 @@ import os
 
 import numpy as np
 import pytest
-from test_container_fixtures import (
+
+from ninfer_core import open_artifact, validate
+from ninfer_core.container.framing import EntryHeader, part_name, split_capacities, split_payload
+from ninfer_core.container.planner import plan_files
+from ninfer_core.errors import ReadError, SchemaError, WriterError
+from tests.support.container import (
     AID,
     OTHER_AID,
     base_payload,
@@ -20,11 +25,6 @@ from test_container_fixtures import (
     write_single,
     write_split,
 )
-
-from ninfer_core import open_artifact, validate
-from ninfer_core.container.framing import EntryHeader, part_name, split_capacities, split_payload
-from ninfer_core.container.planner import plan_files
-from ninfer_core.errors import ReadError, SchemaError, WriterError
 
 SIZES = [100, 200, 4]  # w.a [0,64) in the entry; w.b [256,288) in part 1; r.t [288,304) across parts 1 and 2
 

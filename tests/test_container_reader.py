@@ -11,15 +11,6 @@ import struct
 
 import numpy as np
 import pytest
-from test_container_fixtures import (
-    AID,
-    PART_MAGIC,
-    base_payload,
-    base_root,
-    entry_file,
-    mutated,
-    write_single,
-)
 
 from ninfer_core import open_artifact, validate
 from ninfer_core.errors import (
@@ -29,6 +20,15 @@ from ninfer_core.errors import (
     RangeError,
     ReadError,
     SchemaError,
+)
+from tests.support.container import (
+    AID,
+    PART_MAGIC,
+    base_payload,
+    base_root,
+    entry_file,
+    mutated,
+    write_single,
 )
 
 U64 = 2**64

@@ -11,11 +11,11 @@ import os
 
 import numpy as np
 import pytest
-from test_container_fixtures import write_split
 
 from converters.cli import main as cli_main
 from ninfer_core import ArtifactWriter, Binding, Component, open_artifact, repack, validate
 from ninfer_core.errors import ArtifactExistsError, ReadError
+from tests.support.container import write_split
 
 RNG = np.random.default_rng(3)
 X = (RNG.standard_normal((128, 256))).astype(np.float32)

@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_container_fixtures import (
+
+from ninfer_core import codecs, open_artifact, validate
+from ninfer_core.errors import DirectoryReferenceError, EncodingError, RangeError, ReadError, SchemaError
+from tests.support.container import (
     OTHER_AID,
     base_root,
     entry_file,
@@ -29,9 +32,6 @@ from test_container_fixtures import (
     write_single,
     write_split,
 )
-
-from ninfer_core import codecs, open_artifact, validate
-from ninfer_core.errors import DirectoryReferenceError, EncodingError, RangeError, ReadError, SchemaError
 
 
 def row01_duplicate_object_id(tmp_path):

@@ -2,57 +2,14 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from converters.errors import ConversionError
 from converters.pipeline.convert import convert
-from ninfer_core import ArtifactWriter, Binding, Component, Use, codecs, open_artifact, validate
+from ninfer_core import open_artifact, validate
 from tinymodels import qwen35
 
 CFG = qwen35.config()
-
-
-@pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tpl")
-    qwen35.write_gguf(d / "m.gguf", CFG, matrix_type="Q8_0")
-    qwen35.write_hf_dir(d / "hf", CFG)
-    convert(d / "hf", d / "base.ninfer", recipe="groupwise-int")
-    convert(d / "hf", d / "fused.ninfer", recipe="nvfp4")
-    extra = {"mtp/fc": np.random.default_rng(0).standard_normal((128, 256)).astype(np.float32),
-             "vision/patch_embed": np.random.default_rng(1).standard_normal((64, 48)).astype(np.float32)}
-    processor = b'{"patch_size": 16}\n'
-    with open_artifact(d / "base.ninfer") as base:
-        comps = {k: c for k, c in base.components.items()}
-        comps["mtp"] = Component({"architectures": ["Qwen3_5MTP"]}, target="text")
-        comps["vision"] = Component({"model_type": "qwen3_vl"},
-                                    resources={"preprocessor_config.json": "frontend/vision/preprocessor_config.json"})
-        bindings = dict(base.bindings)
-        bindings["mtp/fc"] = Binding.whole("mtp/fc")
-        bindings["mtp/token_embedding"] = base.bindings["text/token_embedding"]  # shared with text, not copied
-        bindings["vision/patch_embed"] = Binding.whole("vision/patch_embed")
-        uses = [*base.uses, Use("mtp/fc", "mtp/fc_input", "A16Only")]
-        with ArtifactWriter(d / "template.ninfer", components=comps, bindings=bindings, uses=uses,
-                            metadata=dict(base.metadata), provenance={"made_by": "test"}) as w:
-            records = list(base.objects)
-            order = records[:5] + [("mtp/fc",)] + records[5:] + [("vision/patch_embed",), ("proc",)]
-            for rec in order:
-                if rec == ("mtp/fc",) or rec == ("vision/patch_embed",):
-                    w.add_tensor(rec[0], extra[rec[0]].shape, "bf16", "contiguous_le_v1")
-                elif rec == ("proc",):
-                    w.add_resource("frontend/vision/preprocessor_config.json", len(processor))
-                elif rec.kind == "tensor":
-                    w.add_tensor(rec.id, rec.shape, rec.format, rec.layout, divisors=rec.divisors)
-                else:
-                    w.add_resource(rec.id, rec.bytes)
-            w.plan()
-            for rec in records:
-                w.write_object(rec.id, bytes(base.read_range(rec.offset, rec.bytes)))
-            for oid, arr in extra.items():
-                w.write_object(oid, codecs.encode("bf16", "contiguous_le_v1", arr))
-            w.write_object("frontend/vision/preprocessor_config.json", processor)
-    return d
 
 
 def test_template_objects_are_produced_or_borrowed(made, tmp_path):

@@ -20,11 +20,11 @@ import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFValueType as V
 from safetensors.numpy import save_file
-from test_sources_fixtures import RawGGUF, q8_0_blocks, write_ninfer, writer_gguf
 
 from converters.inspect import inspect_model_artifact
 from converters.sources import open_source
 from ninfer_core.errors import NinferError
+from tests.support.sources import RawGGUF, q8_0_blocks, write_ninfer, writer_gguf
 
 PEAK_BYTES = 64 * 1024 * 1024
 CASE_SECONDS = 10.0

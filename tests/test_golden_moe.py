@@ -11,10 +11,11 @@ import ml_dtypes  # noqa: F401  (registers numpy bfloat16 for safetensors' numpy
 import numpy as np
 import pytest
 from safetensors import safe_open
-from test_golden_blocks import loop_attention, loop_gdn, sig
 
 from converters.acceptance import golden
 from converters.errors import ConversionError
+from tests.support.golden_loops import loop_attention, loop_gdn, sig
+from tests.support.golden_moe import Recording, routed
 from tinymodels import qwen3_moe, qwen3_next, qwen35_moe
 
 # --- one block, two tokens, four experts, top-2: routing and weights by hand -----------------------------------
@@ -244,20 +245,8 @@ TOKENS = [5, 77]
 MODELS = {"qwen3_moe": qwen3_moe, "qwen3_next": qwen3_next, "qwen3_5_moe": qwen35_moe}
 
 
-class Recording(dict):
-    """A parameter mapping that records which names the forward read."""
-
-    def __init__(self, *a) -> None:
-        super().__init__(*a)
-        self.read: set[str] = set()
-
-    def __getitem__(self, name):
-        self.read.add(name)
-        return super().__getitem__(name)
 
 
-def routed(params: Recording, layer: int) -> list[int]:
-    return sorted({int(n.split("/")[5]) for n in params.read if n.startswith(f"text/layers/{layer}/moe/experts/")})
 
 
 def swap_experts(params, layer: int, a: int, b: int, router: bool = False) -> dict[str, np.ndarray]:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_gates_support import converted, rewrite, swap_blocks
-from test_golden_moe import Recording, routed
 
 from converters.acceptance import golden
 from converters.acceptance.gates.numerics import golden_tokens
 from converters.acceptance.gates.verify import verify
 from ninfer_core import open_artifact
+from tests.support.gates import converted, rewrite, swap_blocks
+from tests.support.golden_moe import Recording, routed
 from tinymodels import qwen3_moe, qwen3_next, qwen35_moe
 
 MODELS = {"qwen3_moe": qwen3_moe, "qwen3_5_moe": qwen35_moe, "qwen3_next": qwen3_next}

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFValueType as V
-from test_sources_fixtures import RawGGUF
 
 from converters.cli import main
+from tests.support.sources import RawGGUF
 
 
 @pytest.fixture

@@ -11,11 +11,11 @@ import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFValueType as V
 from safetensors.numpy import save_file
-from test_sources_fixtures import RawGGUF, raw_safetensors, writer_gguf
-from test_sources_hf import SHARD1, SHARD2, make_sharded
 
 from converters.inspect import inspect_model_artifact
 from converters.inspect.evidence import SCHEMA, canonical
+from tests.support.hf import SHARD1, SHARD2, make_sharded
+from tests.support.sources import RawGGUF, raw_safetensors, writer_gguf
 
 
 def _f32(n):

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFValueType as V
-from test_sources_fixtures import RawGGUF
 
 from converters.errors import SourceError, SourceFormatError
 from converters.inspect import InspectionCancelled, inspect_model_artifact
 from converters.sources.fileio import SourceIOError
+from tests.support.sources import RawGGUF
 
 
 @pytest.fixture

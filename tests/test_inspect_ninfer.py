@@ -7,10 +7,10 @@ import hashlib
 import json
 
 import pytest
-from test_sources_fixtures import write_ninfer
 
 from converters.errors import SourceFormatError
 from converters.inspect import inspect_model_artifact
+from tests.support.sources import write_ninfer
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ import json
 import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFValueType as V
-from test_sources_fixtures import RawGGUF
 
 from converters.errors import SourceError
 from converters.inspect import EvidenceError, ViewError, inspect_model_artifact, load_evidence, select
+from tests.support.sources import RawGGUF
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from converters.pipeline.convert import convert
 from converters.pipeline.plan import make_plan
 from converters.pipeline.produce import Producer
 from ninfer_core import codecs, open_artifact, validate
-from tests.test_moe_mapping import legacy_next_gguf
+from tests.support.moe import legacy_next_gguf
 from tinymodels import qwen3_moe, qwen3_next, qwen35_moe
 
 E = 8

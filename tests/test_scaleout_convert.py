@@ -20,7 +20,6 @@ from converters.scaleout import job
 from converters.scaleout.planfile import PlanFile, Request
 from ninfer_core import open_artifact, validate
 from ninfer_core.container.staging import staging_dir_for
-from tests.test_convert_template import made  # noqa: F401  (the template fixture: borrowed objects)
 from tinymodels import qwen3, qwen35
 
 AID = "fedcba98765432100123456789abcdef"
@@ -193,7 +192,7 @@ def test_encode_named_objects(tmp_path, sources):
     job.discard(plan)
 
 
-def test_template_borrowed_objects_staged(tmp_path, made):  # noqa: F811
+def test_template_borrowed_objects_staged(tmp_path, made):
     tpl = (made / "template.ninfer").resolve()
     (tmp_path / "one").mkdir()
     convert(made / "m.gguf", tmp_path / "one" / "m.ninfer", template=tpl, artifact_id=AID, workers=2)

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFValueType as V
-from test_sources_fixtures import RawGGUF, q8_0_blocks, writer_gguf
 
 from converters.errors import SourceError, SourceFormatError
 from converters.sources import open_gguf, open_source
 from converters.sources.fileio import OpenFile
 from converters.sources.gguf_header import parse_gguf
+from tests.support.sources import RawGGUF, q8_0_blocks, writer_gguf
 
 
 def _rule(path, **kw):

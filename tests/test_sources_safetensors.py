@@ -10,11 +10,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
-from test_sources_fixtures import raw_safetensors
 
 from converters.errors import SourceFormatError
 from converters.sources import open_safetensors, open_source
 from converters.sources.safetensors import SafetensorsSource
+from tests.support.sources import raw_safetensors
 
 
 def _reject(path):

@@ -8,10 +8,10 @@ import shutil
 
 import numpy as np
 import pytest
-from test_gates_support import converted, rewrite, write_sources
 
 from converters.acceptance.gates.verify import verify
 from converters.acceptance.validate_ninfer import validate_ninfer
+from tests.support.gates import converted, rewrite, write_sources
 from tinymodels import qwen35
 
 DIVISOR_RECIPE = """\

@@ -8,12 +8,12 @@ import re
 from pathlib import Path
 
 import pytest
-from test_gates_support import CFG35, converted, qwen35_gguf
 
 from converters.acceptance.gates.codes import SPECS, VALIDATE_CODES
 from converters.acceptance.validate_ninfer import validate_ninfer
 from converters.cli import main
 from ninfer_core import open_artifact
+from tests.support.gates import CFG35, converted, qwen35_gguf
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,13 @@ import json
 
 import numpy as np
 import pytest
-from test_gates_support import CFG35, converted, write_sources
 
 from converters.acceptance.gates.decode import ArtifactRows, hadamard_unrotate
 from converters.acceptance.gates.verify import sample_layers, verify
 from converters.cli import main
 from converters.mapping import transforms as T
 from ninfer_core import open_artifact
+from tests.support.gates import CFG35, converted, write_sources
 from tinymodels import qwen3, qwen35
 
 

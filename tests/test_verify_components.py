@@ -13,7 +13,6 @@ import json
 
 import numpy as np
 import pytest
-from test_gates_support import converted, rewrite, swap_blocks
 
 from converters.acceptance.gates.contract import expected_from_bound
 from converters.acceptance.gates.required import required_parameters
@@ -24,6 +23,7 @@ from converters.model.components import ComponentMissingError
 from converters.model.engine import open_model
 from converters.pipeline.proposal import ProposalRequest
 from ninfer_core import open_artifact
+from tests.support.gates import converted, rewrite, swap_blocks
 from tinymodels import dflash, qwen35, token_counts, vision
 
 TEXT = qwen35.config(mtp_num_hidden_layers=1)

@@ -12,10 +12,10 @@ import shutil
 
 import numpy as np
 import pytest
-from test_gates_support import CFG35, HEAD_DIM, converted, rewrite, swap_blocks, write_sources
 
 from converters.acceptance.gates.verify import verify
 from ninfer_core import open_artifact
+from tests.support.gates import CFG35, HEAD_DIM, converted, rewrite, swap_blocks, write_sources
 
 NH = CFG35["num_attention_heads"]
 QROWS = NH * HEAD_DIM  # query rows in text/layers/3/attention/query_key (groupwise-int)

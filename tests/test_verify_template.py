@@ -11,12 +11,12 @@ import shutil
 
 import numpy as np
 import pytest
-from test_gates_support import rewrite
 
 from converters.acceptance.gates.verify import verify
 from converters.cli import main
 from converters.pipeline.convert import convert
 from ninfer_core import open_artifact
+from tests.support.gates import rewrite
 from tinymodels import bonsai, vision
 
 IDENTICAL = "borrowed, identical to template"
