@@ -1,4 +1,4 @@
-"""Codec benchmarks (issue 3), measured side by side with gguf-py in the same run.
+"""Codec benchmarks, measured side by side with gguf-py in the same run.
 
 - bf16 → q4_g64_fp16 ``absmax`` encode vs ``gguf.quants.quantize(x, Q4_0)`` on the same matrix (≥ 3×);
 - decode q4_g64_fp16 / q8_g32_fp16 vs ``gguf.quants.dequantize`` of Q4_0 / Q8_0 (≥ 2×);

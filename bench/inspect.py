@@ -1,4 +1,4 @@
-"""Benchmark of ``convert inspect`` (issue [inspect], seed 002 "身份与读取").
+"""Benchmark of ``convert inspect`` (``docs/inspect.md`` §Identity and reading).
 
 1. Header inspection of a generated multi-GiB GGUF shaped like a large Qwen3.5 checkpoint (a 151,936-token
    vocabulary with scores, token types and merges, ~800 tensors): the tensor data is a sparse hole, so

@@ -1,4 +1,4 @@
-"""``make bench`` area ``scaleout`` (issue 9): the staged conversion against the one-process conversion.
+"""``make bench`` area ``scaleout``: the staged conversion against the one-process conversion.
 
 A Qwen3.5-shaped Q8_0 GGUF of 1 GiB × ``scale`` (the dims of :mod:`bench.convert`) is converted with the
 ``exact`` recipe and a content-derived ID three ways, in the same run:

@@ -14,7 +14,7 @@ Kinds (container spec §11.3 owners):
 - :class:`ReadError` — a range read that cannot be served: missing part, foreign ``artifact_id``,
   wrong length, short read (§11.1–§11.2).
 - :class:`EncodingError` — a format/layout that is unknown, not allowed for the shape, or encoded bytes
-  that break the storage-layout contract (§6, storage-layouts.md).
+  that break the storage-layout contract (§6, ``docs/format/layouts.md``).
 - :class:`WriterError` — the writer refuses (target exists, limit too small, incomplete coverage) (§11.4).
 """
 

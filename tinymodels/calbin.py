@@ -1,4 +1,4 @@
-"""A deterministic tiny calbin NPU model package, shaped like the seed 004 sample (§2 inventory).
+"""A deterministic tiny calbin NPU model package, shaped like the sample of ``docs/calbin.md`` §2.
 
 Two chips, prefill and decode submodels, CCU ELF programs per core and chip, CPU/PLD ping/pong commands
 with their text renderings, op I/O YAML, per-chip profparts, two parameter blocks with a parameter map,

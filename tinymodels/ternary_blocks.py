@@ -6,7 +6,7 @@ Why hand-written: gguf-py 0.19 encodes TQ1_0/TQ2_0 only and knows none of the fo
 generators need to choose every block's codes and scale (values exactly ``code × fp16 d``) so that the
 reference is exact. TQ1_0 and TQ2_0 are cross-checked against ``gguf.quants`` in the tests.
 
-Layouts (``shared/specs/qwen-gguf-conventions.md`` "Ternary and binary GGML types", checked against
+Layouts (``docs/gguf-conventions.md`` §Ternary and binary GGML types, checked against
 PrismML-Eng/llama.cpp ``ggml-common.h`` ``block_pq2_0`` / ``block_ptq1_0`` and
 ``dequantize_row_{pq2_0,ptq1_0}`` as quoted by third-party readers of the fork, and upstream
 ``quantize_row_tq1_0_ref`` / ``dequantize_row_tq2_0``):

@@ -1,6 +1,6 @@
 """NInfer v3 numeric formats and layouts: sizes, planes, row views, encoders, decoders, checks, transcoders.
 
-Implements ``shared/specs/storage-layouts.md`` (normative) for the formats and layouts of container §6:
+Implements ``docs/format/layouts.md`` for the formats and layouts of container §6:
 
 =========================  ===============================  =============================================
 layout                     formats                          shapes (container §6.2)

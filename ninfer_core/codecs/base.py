@@ -1,6 +1,6 @@
 """The codec registry, plane geometry and the row-block drivers every format shares.
 
-One class per storage format (storage-layouts.md), registered by declaration::
+One class per storage format (``docs/format/layouts.md``), registered by declaration::
 
     class Q4(RowSplitCodec, fmt="q4_g64_fp16"): ...
 

@@ -2,7 +2,7 @@
 
 Every reader takes ``(n_blocks, type_size)`` uint8 blocks. The ternary/2-bit/1-bit readers return the raw
 FP16 multiplier words and the codes *as stored* (so that transcoders copy them without a float round
-trip); ``DEQUANTIZERS`` turns blocks into float32 values. Layouts (qwen-gguf-conventions.md):
+trip); ``DEQUANTIZERS`` turns blocks into float32 values. Layouts (docs/gguf-conventions.md):
 
     Q1_0     128/18  [d:fp16][qs:16]       element j = bit j%8 of qs[j/8]; 1 → +d, 0 → −d
     Q2_0     128/34  [d:fp16][qs:32]       element j = bits 2(j%4).. of qs[j/4]; value (q−1)·d

@@ -1,8 +1,8 @@
 """GGML block types as data: id, name, elements and bytes per block — gguf-py's list plus the fork types.
 
 gguf-py (``gguf.constants.GGMLQuantizationType``/``GGML_QUANT_SIZES``) knows the upstream types. The
-PrismML fork and the official ggml Q2_0 add the rows of ``FORK_TYPES`` (qwen-gguf-conventions.md "Ternary
-and binary GGML types"). Type id 42 is **ambiguous**: PrismML's legacy Q2_0 stores 128 elements in 34 bytes,
+PrismML fork and the official ggml Q2_0 add the rows of ``FORK_TYPES`` (docs/gguf-conventions.md §Ternary
+and binary GGML types). Type id 42 is **ambiguous**: PrismML's legacy Q2_0 stores 128 elements in 34 bytes,
 the official ggml Q2_0 64 elements in 18 bytes (same bit layout). This module names the two
 ``Q2_0_G128`` and ``Q2_0_G64``; callers may pass either name, or the id 42 or the name ``Q2_0``, which are
 resolved from the tensor's byte length (34 vs 36 bytes per 128 elements; the two never coincide) —
@@ -32,7 +32,7 @@ class GGMLType:
         return n_elements // self.block_size * self.type_size
 
 
-# Types gguf-py does not list. Block layouts: qwen-gguf-conventions.md; decoders in ggml_blocks.py.
+# Types gguf-py does not list. Block layouts: docs/gguf-conventions.md; decoders in ggml_blocks.py.
 FORK_TYPES = (
     GGMLType("Q2_0_G128", 42, 128, 2 + 128 // 4, "PrismML legacy Q2_0: fp16 d, qs[32]"),
     GGMLType("Q2_0_G64", 42, 64, 2 + 64 // 4, "ggml Q2_0: fp16 d, qs[16]"),
