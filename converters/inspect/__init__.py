@@ -1,5 +1,5 @@
 """``convert inspect``: evidence-grade static inspection of GGUF, safetensors (single, sharded) and
-``.ninfer`` artifacts (seed 002, issue [inspect]).
+``.ninfer`` artifacts (``docs/inspect.md``).
 
 :func:`inspect_model_artifact` detects the input by content, verifies its header with the same strict
 parser the converters read through, optionally hashes the whole input, re-checks the descriptors'

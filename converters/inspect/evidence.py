@@ -8,7 +8,7 @@ Top level (schema ``ninfer-convert.evidence/1``)::
 
 ``evidence_id`` is ``sha256:`` of the canonical JSON of the record without it, so a stored record can be
 checked before its retained facts are served again (:func:`load_evidence`). ``artifact.sha256`` and
-``body`` are ``null`` in header mode: a header digest is no commitment to the weights (seed 002).
+``body`` are ``null`` in header mode: a header digest is no commitment to the weights (docs/inspect.md §Identity and reading).
 Derived totals (parameter count, bytes per type) come from declarations, do not deduplicate shared
 weights, and are ``null`` where a byte length is unknown.
 """

@@ -1,7 +1,7 @@
 """Evidence facts of a GGUF header: format details, metadata rows, tensor rows, limitations, chat template.
 
-Tensor rows keep directory order and GGUF's fastest-first dims (seed 002). Limitations follow the
-seed's statements for the historical type-id ambiguities (see :mod:`converters.sources.gguf_types`):
+Tensor rows keep directory order and GGUF's fastest-first dims (docs/inspect.md §Facts and queries).
+Limitations follow that page for the historical type-id ambiguities (see :mod:`converters.sources.gguf_types`):
 they name the affected rows, the candidates, and what stays unknown (byte lengths and the totals they
 feed). Facts only: nothing here reads tensor data.
 """

@@ -1,6 +1,6 @@
 """Running one inspection: verified header facts, optional full hash, identity re-check, the record.
 
-Order (seed 002): the strict parser verifies the header (an error or Ctrl-C before that exposes nothing);
+Order (docs/inspect.md §Identity and reading): the strict parser verifies the header (an error or Ctrl-C before that exposes nothing);
 ``--hash full`` then streams the rest of every file; finally each open descriptor is checked against its
 path. A failure after the header was verified yields *partial* Evidence that keeps the verified facts,
 marks the digest and final identity unknown and carries the typed error; a Ctrl-C there raises

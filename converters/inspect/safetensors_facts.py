@@ -1,6 +1,6 @@
 """Evidence facts of safetensors files and sharded HF directories.
 
-Rows use name order (seed 002) with JSON-order shapes as decimal strings; unknown dtypes keep their
+Rows use name order (docs/inspect.md §Facts and queries) with JSON-order shapes as decimal strings; unknown dtypes keep their
 declared range with ``storage_validation: "unknown"`` and a limitation. A sharded directory lists every
 shard's header and the index ↔ shard agreement (checked by :mod:`converters.sources.hf`), and the index's
 ``total_size`` compared with the declared tensor bytes.

@@ -1,4 +1,4 @@
-"""The compact summary of an Evidence record (``--detail summary``; seed 002 "MCP 默认返回紧凑摘要").
+"""The compact summary of an Evidence record (``--detail summary``; docs/inspect.md §Summary).
 
 Counts, short header metadata (scalar values only, short strings; long or compound values stay reachable
 through a metadata view), chat-template presence, derived totals, a bounded list of warnings that links to

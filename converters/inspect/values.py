@@ -1,4 +1,4 @@
-"""JSON forms of declared values in Evidence (seed 002 "事实与选定查询").
+"""JSON forms of declared values in Evidence (docs/inspect.md §Facts and queries).
 
 - 64-bit integer metadata and every shape dimension are decimal strings (no rounding in JSON readers
   limited to 2^53); 8/16/32-bit integers stay JSON numbers.

@@ -1,4 +1,4 @@
-"""Selected pages of an Evidence record (seed 002 "事实与选定查询").
+"""Selected pages of an Evidence record (docs/inspect.md §Facts and queries).
 
 A view is ``{"collection": "tensors" | "metadata" | "types", <filters>, "fields", "offset", "limit"}``:
 
@@ -35,7 +35,8 @@ class ViewError(ConverterError, ValueError):
 
 
 def _bad(msg: str, field: str) -> ViewError:
-    return ViewError(msg, json_path=f"view.{field}", rule="view_valid", section="seed 002 §事实与选定查询")
+    return ViewError(msg, json_path=f"view.{field}", rule="view_valid",
+                     section="docs/inspect.md §Facts and queries")
 
 
 def parse_view(view: Any) -> dict:

@@ -1,7 +1,7 @@
 """The one surface every source shares: :class:`Source` and :class:`SourceTensor`.
 
-A source is a GGUF file, a safetensors file or an HF checkpoint directory. It knows no architecture
-(style-exemplars "Source readers that know no architecture"): it lists tensors with their declared type,
+A source is a GGUF file, a safetensors file or an HF checkpoint directory. It knows no architecture:
+it lists tensors with their declared type,
 logical shape and byte range, memory-maps payloads (``raw``) and decodes them to float32 (``array``).
 Headers are indexed eagerly by the strict parsers; payloads are never read until asked for.
 """

@@ -63,10 +63,11 @@ def os_error(exc: OSError, path, action: str) -> SourceError:
     category = _TARGET_ERRNOS.get(exc.errno)
     if category is not None:
         return SourceError(f"cannot {action}: {reason}", file=str(path), code="target_unavailable",
-                           category=category, rule="target_usable", section="seed 002 §身份与读取")
+                           category=category, rule="target_usable",
+                           section="docs/inspect.md §Identity and reading")
     return SourceIOError(
         f"I/O failure while trying to {action}: {reason}", file=str(path), rule="host_io",
-        section="seed 002 §身份与读取",
+        section="docs/inspect.md §Identity and reading",
         diagnostics={"path": str(path), "action": action, "errno": exc.errno,
                      "errno_name": errno.errorcode.get(exc.errno) if exc.errno else None, "reason": reason})
 
@@ -97,7 +98,7 @@ class OpenFile:
         if not stat.S_ISREG(st_path.st_mode):
             raise SourceError("the selected path is not a regular file", file=str(self.path),
                               code="target_unavailable", category="not_regular", rule="target_regular_file",
-                              section="seed 002 §身份与读取")
+                              section="docs/inspect.md §Identity and reading")
         try:
             self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except OSError as exc:
@@ -132,7 +133,7 @@ class OpenFile:
         return out[0] if len(out) == 1 else b"".join(out)
 
     def verify_unchanged(self) -> None:
-        """Check the descriptor and the path still show the identity recorded at open (seed 002)."""
+        """Check the descriptor and the path still show the identity recorded at open (docs/inspect.md §Identity and reading)."""
         try:
             now_fd = FileIdentity.of(os.fstat(self.fd))
         except OSError as exc:
@@ -197,7 +198,7 @@ class HeaderReader:
         if end > self.cap:
             raise SourceFormatError(f"header would extend past the {self.cap}-byte header cap at {what}",
                                     file=str(self.f.path), json_path=what, rule="header_cap", category="limit_exceeded",
-                                    section="seed 002 §边界")
+                                    section="docs/inspect.md §Boundaries")
         if end > self.f.size:
             raise SourceFormatError(f"file truncated: {what} needs bytes up to {end}, file has {self.f.size}",
                                     file=str(self.f.path), json_path=what, rule="truncated")

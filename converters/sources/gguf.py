@@ -83,7 +83,7 @@ class GGUFSource(Source):
                     "tensor": t.name, "type_id": t.type_id, "declared_type": t.type_name,
                     "assumed_type": name, "block": list(block), "byte_length": read_length,
                     "data_range": t.data_range,
-                    "reason": "declaration leaves the layout open (seed 002); modern ggml layout assumed "
+                    "reason": "declaration leaves the layout open (docs/inspect.md §Facts and queries); modern ggml layout assumed "
                               "because it fits the tensor's data range"})
             else:
                 read_type, basis = None, "modern_layout_does_not_fit"

@@ -3,11 +3,11 @@ data offset and the byte range of every tensor.
 
 Why not ``gguf.GGUFReader``: it parses eagerly into one numpy view per array element (≈300k arrays for a
 150k vocabulary), fails on truncation with numpy reshape messages, multiplies dims in ``uint64`` and does
-not bound ``n_dims`` (style-exemplars §1). This parser reads through :class:`HeaderReader` (never past
+not bound ``n_dims``. This parser reads through :class:`HeaderReader` (never past
 the header, hashing as it goes), bounds every count against the bytes left before allocating, uses
 Python ints for every size, and raises :class:`SourceFormatError` naming the field and the rule.
 
-Rules (GGUF spec; llama.cpp ``gguf.cpp``; seed 002):
+Rules (GGUF spec; llama.cpp ``gguf.cpp``; docs/inspect.md §Facts and queries, §Boundaries):
 
 - magic ``GGUF``; little-endian v2/v3 and big-endian v3 accepted; big-endian v2 rejected; any other
   version rejected with its four bytes, both ``uint32`` readings and "byte order unknown" (never a
@@ -42,7 +42,7 @@ ALIGNMENT_KEY = "general.alignment"
 KEY_RE = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*\Z")
 MIN_KV_BYTES = 8 + 1 + 4 + 1  # key length, one key byte, value type, smallest value
 MIN_TENSOR_INFO_BYTES = 8 + 1 + 4 + 4 + 8  # name length, one name byte, n_dims, type, offset
-SECTION = "GGUF spec / seed 002"
+SECTION = "GGUF spec / docs/inspect.md §Facts and queries"
 
 
 @dataclass

@@ -53,7 +53,7 @@ def type_name(vtype: int) -> str:
 
 @dataclass
 class ArrayPreview:
-    """An array value as the header parse keeps it (seed 002: element type, count, ≤ 8 elements)."""
+    """An array value as the header parse keeps it (docs/inspect.md §Facts and queries: element type, count, ≤ 8 elements)."""
 
     element_type: int
     count: int

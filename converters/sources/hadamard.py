@@ -7,7 +7,7 @@ stored row is ``w' = H(s ⊙ w)``): exactly what a use with a ``hadamard_signs``
 ternary) and emits the signs — one vector per input width, read from ``sign_widths`` / ``sign_values`` —
 as ``text/hadamard_signs`` (bf16, all widths concatenated in the metadata's order) and
 ``text/hadamard_widths`` (int32); each use binds its width's slice by a Part
-(qwen-gguf-conventions.md "Hadamard-rotated ternary checkpoints").
+(docs/gguf-conventions.md §Hadamard-rotated ternary checkpoints).
 
 ``inverse_weight_names`` (the token embedding) are stored the same way but are looked up, not multiplied:
 a runtime restores a row after the lookup (``e = s ⊙ H(e')``). The container has no use on a lookup that

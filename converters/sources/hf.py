@@ -1,7 +1,7 @@
 """HF checkpoint directory: ``config.json``, safetensors shards (through ``model.safetensors.index.json``
 when sharded) and the frontend resource files beside them.
 
-Rules (seed 002 "Sharded directories"; transformers ``save_pretrained`` layout):
+Rules (docs/inspect.md §Sharded directories; transformers ``save_pretrained`` layout):
 
 - ``config.json`` and the index are strict JSON (:mod:`strict_json`), at most the header cap in size;
 - the index is ``{"metadata": {...}, "weight_map": {tensor: shard file}}``; shard names are plain file
@@ -32,7 +32,7 @@ RESOURCE_NAMES = (
     "processor_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt",
     "tokenizer.model",
 )
-SECTION = "seed 002 §sharded safetensors"
+SECTION = "docs/inspect.md §Sharded directories"
 
 
 def read_json_file(path: Path, what: str):

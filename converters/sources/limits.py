@@ -1,6 +1,6 @@
 """Limits every source parser enforces before it allocates, and the typed errors for them.
 
-Seed 002, "边界与不支持的输入": a header cap of 100,000,000 bytes (safetensors counts its JSON bytes apart
+``docs/inspect.md`` §Boundaries: a header cap of 100,000,000 bytes (safetensors counts its JSON bytes apart
 from the 8-byte length prefix; GGUF counts its whole header), an independent 32 MiB budget for the
 retained representation (rows, keys, previewed strings) charged *before* a row is kept or a string
 expanded, metadata array nesting at most 32 levels, GGUF tensors at most 4 dimensions. Resource
@@ -26,8 +26,8 @@ ENTRY_COST = 128
 
 def limit_error(message: str, *, file, rule: str, json_path: str | None = None) -> SourceFormatError:
     """A typed resource rejection: ``target_unavailable`` / ``limit_exceeded``."""
-    return SourceFormatError(message, file=file, json_path=json_path, rule=rule, section="seed 002 §边界",
-                             category="limit_exceeded")
+    return SourceFormatError(message, file=file, json_path=json_path, rule=rule,
+                             section="docs/inspect.md §Boundaries", category="limit_exceeded")
 
 
 class RetainedBudget:

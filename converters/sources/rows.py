@@ -8,7 +8,7 @@ exactly (storage-layouts §6).
 Each read maps only the file range it needs (``np.memmap`` of the block's byte span) and the map goes
 away with the array. :meth:`converters.sources.Source.raw` keeps one map of the whole file open, so every
 page a conversion touches would stay resident and count against the process for the whole run; mapping
-per block keeps memory flat in model size (issue 5, "Streaming and memory"). Offsets and lengths come
+per block keeps memory flat in model size. Offsets and lengths come
 from the strict parsers' :class:`~converters.sources.SourceTensor`, already checked against the file.
 """
 

@@ -4,7 +4,7 @@ Why not ``safetensors.safe_open``: it reports every problem as one opaque ``Safe
 accepts what its JSON layer accepts, and has no notion of the retained-representation budget or of
 unknown dtypes kept with a limitation. This parser follows the format (safetensors README "Format";
 ``safetensors/src/tensor.rs`` ``read_metadata``/``validate``) with a typed rejection per rule
-(seed 002: ``file_format_rejected``, public code ``target_unavailable``):
+(docs/inspect.md §Facts and queries: ``file_format_rejected``, public code ``target_unavailable``):
 
 - 8-byte little-endian header length ``N`` (the JSON bytes, counted apart from the prefix) at most
   100,000,000 and inside the file; the JSON starts with ``{``; strict JSON (:mod:`strict_json`:
@@ -37,7 +37,7 @@ DTYPE_BITS = {
     "C64": 64, "F64": 64, "I64": 64, "U64": 64,
 }
 METADATA_KEY = "__metadata__"
-SECTION = "safetensors format / seed 002"
+SECTION = "safetensors format / docs/inspect.md §Facts and queries"
 
 
 @dataclass

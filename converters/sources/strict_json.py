@@ -4,7 +4,7 @@ Python's ``json`` accepts things a strict reader must refuse: duplicate member n
 ``NaN``/``Infinity`` tokens, lone surrogate escapes (``"\\ud800"``) that are not Unicode scalar values, and
 it has no nesting limit below the interpreter's recursion limit. This module wraps it (the C scanner
 stays fast) and rejects each of those with a :class:`SourceFormatError` naming the rule; nesting is
-limited to 32 levels (seed 002).
+limited to 32 levels (docs/inspect.md §Boundaries).
 """
 
 from __future__ import annotations
