@@ -1,4 +1,4 @@
-"""``convert check``: the read-only self-test of a conversion (seed 003 §5), for every mapping and recipe.
+"""``convert check``: the read-only self-test of a conversion (docs/ternary.md §5), for every mapping and recipe.
 
 Nothing is written. The source is opened and bound, the plan made (and the template applied) exactly as
 ``convert gguf2ninfer`` would, then three checks run:
@@ -6,7 +6,7 @@ Nothing is written. The source is opened and bound, the plan made (and the templ
 **CHECK 1 — geometry.** Every planned piece (a logical parameter's rows in its object), grouped by (source
 type, rows ``n``, columns ``k``, target format, method): groups per row of the target, source bytes, the
 bytes the same rows take in the target, and the padding between them. For an exact transcode the healthy
-padding is 0 (the GGML block stream and the v3 planes hold the same bytes, seed 003 §3); a non-zero
+padding is 0 (the GGML block stream and the v3 planes hold the same bytes, docs/ternary.md §3); a non-zero
 padding of a transcode is reported (``pad != 0``), not failed — a ``K`` that is not a multiple of 128 pads.
 Ternary and binary sources (Ternary Bonsai, :mod:`converters.sources.ternary`) are measured with
 :func:`converters.sources.ternary.geometry`, and their padding is explained from storage-layouts §1 instead of flagged:
@@ -24,10 +24,10 @@ be reassembled byte for byte) the same proof is ``codes_equal`` — every code a
 transcoded rows equals the source block's (:func:`converters.sources.ternary.compare_codes`, read back from the
 planes); ``decode_equal`` — the transcoded object decodes to the source's own float values. Each of them
 passes on bytes read at a wrong offset whenever the transcoder accepts them (wrong bytes in, the same wrong
-bytes out: the seed's lesson), so the content is probed too. The probe is format-aware
+bytes out: docs/ternary.md §5), so the content is probed too. The probe is format-aware
 (:func:`multiplier_of`): ternary types keep ``d`` where :func:`converters.sources.ternary.scale_columns` says
 (PTQ1_0 last, bytes 26..27 of 28; PQ2_0 / Q2_0 / Q1_0 first), other GGML types per :data:`MULTIPLIERS` —
-the seed's released packer probed every source as 34-byte blocks with ``d`` at ``slice(0, 2)``, which reads
+the original packer's release probed every source as 34-byte blocks with ``d`` at ``slice(0, 2)``, which reads
 PTQ1_0 wrong. The multipliers of real blocks are a tight cluster — all finite, non-negative where the
 format's quantizer makes them so, few distinct high bytes (sign masked), median of |d| in
 (0, :data:`MEDIAN_MAX`) — while bytes read at a shifted offset look like uniform 16-bit samples: half
@@ -41,7 +41,7 @@ Anything else prints ``IMPLAUSIBLE -- offset bug?`` and fails. Rows are sampled 
 **CHECK 3 — producer smoke** for every object of the output: produced (streamed, bytes counted, nothing
 kept) with the planned byte count equal to the codec's encoded size of its shape; template objects that
 would be borrowed are listed as such (``borrowed``), not produced. Byte counts are what a wrongly ordered
-row gets right (seed 003 §5: "check is not a substitute for acceptance gate 3"): run ``convert verify``
+row gets right (docs/ternary.md §5: check is no substitute for acceptance): run ``convert verify``
 after writing.
 
 ``RESULT: OK`` / ``RESULT: FAILED``; :func:`run_check` returns the whole report as JSON-ready data.
@@ -96,7 +96,7 @@ MULTIPLIERS: dict[str, Multiplier] = {
 
 def multiplier_of(ggml_type: str) -> Multiplier | None:
     """Where ``ggml_type`` keeps ``d``: ternary/binary types from :func:`converters.sources.ternary.scale_columns`
-    (non-negative: the seed's probe requires ``negative = 0`` of PTQ1_0 and PQ2_0 sources alike), other
+    (non-negative: the probe of docs/ternary.md §5 requires ``negative = 0`` of PTQ1_0 and PQ2_0 sources alike), other
     GGML types from :data:`MULTIPLIERS`."""
     if ternary.is_ternary(ggml_type):
         return Multiplier(ternary.scale_columns(ggml_type).start, True)
@@ -118,7 +118,7 @@ def plausibility(blocks: np.ndarray, ggml_type: str) -> dict | None:
 
 
 def probe_words(words: np.ndarray, *, non_negative: bool = True) -> dict:
-    """The seed's content probe of FP16 multiplier words: plausible when all finite, none negative (where
+    """The content probe of FP16 multiplier words (docs/ternary.md §5): plausible when all finite, none negative (where
     the format's quantizer makes ``d >= 0``), at most :data:`HI_DISTINCT_MAX` distinct high bytes (sign
     masked) and the median of ``|d|`` in ``(0, MEDIAN_MAX)``."""
     d = words.view(np.float16).astype(np.float32)

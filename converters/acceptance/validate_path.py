@@ -16,10 +16,7 @@ from pathlib import Path
 
 from converters.errors import ConverterError
 from converters.sources.atomic_write import refuse_existing, write_new_json
-from converters.sources.kind import detect_kind, wrong_kind
-
-VALIDATED = ("calbin", "ninfer")
-REFUSED = ("gguf", "safetensors", "hf", "json")  # kinds that are certainly neither (other kinds: the .ninfer validator)
+from converters.sources.kind import require_kind
 
 
 def validate_path(path: Path, *, context: int | None = None, batch: int | None = None, fast: bool = False):
@@ -31,13 +28,11 @@ def validate_path(path: Path, *, context: int | None = None, batch: int | None =
     except OSError as exc:
         raise ConverterError(f"path cannot be used: {exc.strerror or exc}", file=str(path),
                              rule="validate_target") from None
-    kind = detect_kind(path)
-    if kind == "calbin":
+    if require_kind(path, ("calbin", "ninfer"), command="validate", rule="validate_kind",
+                    pass_unrecognised=True) == "calbin":
         from converters.acceptance.calbin import validate_calbin
 
         return validate_calbin(path, context=context, batch=batch, fast=fast)
-    if kind in REFUSED:
-        raise wrong_kind(path, kind, VALIDATED, command="validate", rule="validate_kind")
     if fast:
         raise ConverterError("--fast applies to calbin packages only", file=str(path), rule="validate_options")
     try:

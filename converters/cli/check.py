@@ -82,7 +82,9 @@ def check(
 ) -> None:
     """Read-only self-test of a conversion: CHECK 1 geometry, CHECK 2 round trip + offset probe, CHECK 3 producer smoke."""
     from converters.acceptance.check import run_check
+    from converters.sources.kind import require_kind
 
+    require_kind(gguf, ("gguf",), command="check", rule="check_source_kind")
     comps = tuple(c.strip() for c in components.split(",") if c.strip()) or ("text",)
     result = run_check(gguf, template=template, recipe=recipe, components=comps)
     if json_out:

@@ -5,12 +5,12 @@
    llama.cpp writes it: +1 norms, ``-exp(A_log)``, tiled V heads, F32 norms, Q8_0 matrices).
 2. It is converted with the default recipe, ``groupwise-int`` (:data:`converters.pipeline.convert.DEFAULT_RECIPE`):
    the container §12.3 deployment grouping (query+key q4 parent, gate+value q5 parent, q4 MLP, q8
-   embedding and head), the template kind seed 003 expects, and it exercises the three ways an object
+   embedding and head), the template kind docs/ternary.md §1 expects, and it exercises the three ways an object
    is made — exact Q8_0 → q8 transcoding, requantization with measured error, and grouping bound through
    parts — on any shape (row_split pads K, unlike nvfp4).
 3. The conversion summary is printed, then every logical parameter is decoded from the artifact and
    compared with the generator's float reference (per role: worst cosine and max error).
-4. ``convert verify --sweep`` accepts the artifact against the GGUF (issue 7: structure, coverage, codec validity,
+4. ``convert verify --sweep`` accepts the artifact against the GGUF (seven gates: structure, coverage, codec validity,
    values, order probes, resources, golden numerics).
 
 The demo owns ``out/tiny-qwen35.groupwise-int.ninfer``: a rerun removes the previous one first (the

@@ -75,11 +75,13 @@ def repack_command(
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Re-split (or join) an artifact: same objects, bindings and uses, new files and artifact_id."""
+    from converters.sources.kind import require_kind
     from ninfer_core import open_artifact, repack
     from ninfer_core.container.fileset import check_targets_free
 
     limit = parse_byte_size(max_file_bytes)
     check_targets_free(target, [None])  # refuse before reading anything
+    require_kind(source, ("ninfer",), command="repack", rule="repack_source", pass_unrecognised=True)
     with open_artifact(source) as src:
         total = src.payload_bytes
         source_id = src.artifact_id

@@ -27,6 +27,8 @@ import typer
 from converters.cli.output import command, console, emit_json, table
 from converters.errors import ConverterError
 
+#: what ``--source`` may be (:mod:`converters.sources.kind`): what the conversion commands read.
+SOURCE_KINDS = ("gguf", "safetensors", "hf")
 STYLE = {"pass": "green", "pass_with_warnings": "yellow", "fail": "bold red", "skipped": "yellow"}
 
 
@@ -83,12 +85,17 @@ def verify_cmd(
 ) -> None:
     """Acceptance of a written artifact: seven gates, values and order compared with the source."""
     from converters.acceptance.gates.verify import verify
+    from converters.sources.kind import require_kind
 
     chosen = parse_layers(layers)
     if sweep and chosen is not None:
         raise typer.BadParameter("--sweep and --layers exclude each other", param_hint="--layers")
     if not artifact.exists() and not artifact.is_symlink():
         raise ConverterError("artifact does not exist", file=str(artifact), rule="verify_target")
+    if artifact.exists():  # a damaged artifact goes on: the gates report what is wrong with it
+        require_kind(artifact, ("ninfer",), command="verify", rule="verify_target", pass_unrecognised=True)
+    if source is not None:
+        require_kind(source, SOURCE_KINDS, command="verify --source")
     inputs = {"mmproj": mmproj, "drafter": list(drafter or []) or None}
     if source is None and any(inputs.values()):
         raise typer.BadParameter("--mmproj / --drafter are compared with --source: give the main source too",

@@ -5,7 +5,7 @@ exits 1 when a file is stale (the test suite runs the check, so the tables never
 Per mapping: its description, the rules with their evidence (``INFERRED`` marks rules read in upstream
 code but not measured on upstream output), the layer kinds and their probes, one row per logical
 parameter (shape expression, role, use input, GGUF and HF sources with their transform chains), the
-derived counts (seed 003 ``_counts``), tensors owned by other components, drops and open questions.
+derived counts (``counts``, docs/ternary.md §2), tensors owned by other components, drops and open questions.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def render(m: Mapping) -> str:
                      f"{_source(p.sources.get('gguf'))} | {_source(p.sources.get('hf'))} | {_cell(p.evidence)}{mark} |")
     lines += ["", "## Counts", ""]
     if m.counts:
-        lines += ["Declared in the file (seed 003 `_counts`) and checked against the rules by the loader.", ""]
+        lines += ["Declared in the file (`counts`) and checked against the rules by the loader.", ""]
     globals_ = [g for g in m.groups if g not in m.layer_groups()]
     lines.append(f"- global parameters: {sum(len(m.groups[g]) for g in globals_)}")
     for k in m.kinds.values():

@@ -164,7 +164,7 @@ class _Loader:
         return m
 
     def check_counts(self, value, derived: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-        """Declared ``counts`` (seed 003 ``_counts``) must equal what the rules define."""
+        """Declared ``counts`` (docs/ternary.md §2) must equal what the rules define."""
         value = self.fields(value, ("counts",), dict.fromkeys(derived, False), "counts")
         for scope, declared in value.items():
             path = ("counts", scope)

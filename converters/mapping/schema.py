@@ -1,7 +1,7 @@
 """The mapping file schema (``mappings/<architecture>[.<component>].yaml``) and its strict loader.
 
 A mapping file states, as data, how one component of one architecture is read from its sources. Its
-top-level keys (seed 003's MAPPING concepts in parentheses):
+top-level keys (the original ternary packer's MAPPING concepts, docs/ternary.md §2, in parentheses):
 
 ``architecture``  the architecture module (``converters/model/architectures/<name>.py``) whose ``Args``
                   fields are the config names expressions may use.

@@ -11,7 +11,7 @@ of its integer arguments (the YAML gives them as expressions over the config):
   bytes they are exact only when every block of ``B`` columns moves whole.
 - ``values`` transforms change numbers (computed in float64, then rounded once to the target).
 
-Facts about the conventions being undone: ``../shared/specs/qwen-gguf-conventions.md``; llama.cpp's
+Facts about the conventions being undone: ``docs/gguf-conventions.md``; llama.cpp's
 ``conversion/qwen.py`` (``_LinearAttentionVReorderBase._reorder_v_heads``, ``Qwen3NextModel.modify_tensors``).
 Hadamard rotation (storage-layouts §7) is a recipe choice, not a mapping rule: see
 :func:`hadamard_rotate`.

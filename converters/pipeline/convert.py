@@ -55,6 +55,7 @@ from converters.pipeline.proposal import prepare as prepare_proposal
 from converters.pipeline.template import BorrowedObject, apply_template, prefix
 from converters.sources.frontend import TEXT_ROLES, frontend_resources
 from converters.sources.hadamard import read_rotation
+from converters.sources.kind import wrong_kind
 from converters.sources.ternary import prove_objects
 from ninfer_core import ArtifactWriter, open_artifact
 from ninfer_core.errors import ArtifactExistsError
@@ -62,6 +63,8 @@ from ninfer_core.errors import ArtifactExistsError
 log = logging.getLogger(__name__)
 
 DEFAULT_RECIPE = "groupwise-int"
+#: the command that converts each source kind (``expect_kind``).
+CONVERT_COMMAND = {"gguf": "gguf2ninfer", "hf": "st2ninfer"}
 #: encoded bytes of requantized objects kept from the measuring pass (so small objects are encoded once).
 MEASURE_CACHE_BYTES = 256 * 1024 * 1024
 
@@ -108,7 +111,7 @@ class Result:
             e = by_prefix.setdefault(prefix(r["id"]), {"objects": 0, "bytes": 0})
             e["objects"] += 1
             e["bytes"] += r["bytes"]
-        produced_by_prefix: dict[str, dict] = {}  # seed 003 §6: produced and borrowed bytes, by prefix
+        produced_by_prefix: dict[str, dict] = {}  # docs/ternary.md §6: produced and borrowed bytes, by prefix
         for r in produced:
             e = produced_by_prefix.setdefault(prefix(r["id"]), {"objects": 0, "bytes": 0})
             e["objects"] += 1
@@ -270,9 +273,8 @@ def open_conversion(source, output, *, recipe: str | Path | None = None, templat
         rec = load_recipe(recipe if recipe is not None else template_recipe(tpl))
         with open_model(source, components=components, inputs=inputs) as model:
             if expect_kind is not None and model.source.kind != expect_kind:
-                raise ConversionError(f"the source is a {model.source.kind} input; use "
-                                      f"{'gguf2ninfer' if model.source.kind == 'gguf' else 'st2ninfer'}",
-                                      file=str(model.source.path), rule="source_kind")
+                raise wrong_kind(model.source.path, model.source.kind, (expect_kind,),
+                                 command=CONVERT_COMMAND[expect_kind])
             plan = plan_conversion(model, rec, only_layer=only_layer, proposal=proposal)
             objects = apply_template(plan, tpl) if tpl is not None else list(plan.objects)
             yield Conversion(model, rec, plan, objects, Result(output, plan, objects, dry_run),
@@ -484,5 +486,5 @@ def borrowed_chunks(o: BorrowedObject):
         n = min(BORROW_CHUNK, rec.bytes - off)
         view = o.template.read_range(rec.offset + off, n)
         data = bytes(view)
-        view.release()  # a view left on the template's map would keep it from closing (seed 003 §6)
+        view.release()  # a view left on the template's map would keep it from closing (docs/ternary.md §6)
         yield data

@@ -2,7 +2,7 @@
 produce it, and the bindings and uses — before any payload byte is read.
 
 Sizes come from codec geometry (``ninfer_core.codecs.encoded_size``), so the writer can lay out the
-whole directory first and the payload can then be produced on a worker pool (issue 5, "Streaming").
+whole directory first and the payload can then be produced on a worker pool.
 
 Objects:
 
@@ -173,8 +173,8 @@ def make_plan(bound: BoundModel, recipe: Recipe, sources: dict, *, only_layer: i
               component_configs: dict[str, dict] | None = None) -> Plan:
     """Plan every object of ``bound`` under ``recipe``.
 
-    ``only_layer``: keep layer ``only_layer``'s parameters and the auxiliaries their uses need (seed 003
-    §6 ``layer3``). ``resources``: component → ``[(role, bytes, provenance)]`` (frontend files).
+    ``only_layer``: keep layer ``only_layer``'s parameters and the auxiliaries their uses need
+    (docs/ternary.md §6). ``resources``: component → ``[(role, bytes, provenance)]`` (frontend files).
     ``component_configs``: component → normalised config.
     """
     params = list(bound.parameters)

@@ -1,5 +1,5 @@
 """Template artifacts as skeletons: each template object is produced from the source or borrowed
-byte-for-byte (seed 003 §1, §3, §6).
+byte-for-byte (docs/ternary.md §1, §3, §6).
 
 With ``--template TPL.ninfer`` the template's directory is the skeleton of the output: its objects, in
 its order. An object the plan produces under the same id takes the template object's place (its format
@@ -13,12 +13,12 @@ object the template has and the plan does not is
   ``attention/query_key_gate_value`` against a ``groupwise-int`` plan), and the run stops before
   anything is written, naming the first such object.
 
-Objects the plan produces that the template lacks are appended after the template's objects (seed 003
-§4 patch 2: the two Hadamard sign objects). With ``--only-layer`` nothing is borrowed: the result is
+Objects the plan produces that the template lacks are appended after the template's objects
+(docs/ternary.md §4: the two Hadamard sign objects). With ``--only-layer`` nothing is borrowed: the result is
 the minimal artifact of that layer.
 
 An architecture may name prefixes it borrows even though it could produce them (``TEMPLATE_BORROWS``:
-Ternary Bonsai takes ``frontend/*`` from the template, seed 003 §3 — the original tokenizer files rather
+Ternary Bonsai takes ``frontend/*`` from the template, docs/ternary.md §3 — the original tokenizer files rather
 than ones rebuilt from GGUF metadata). A borrowed use that binds the same parts as a produced parameter
 whose use carries ``hadamard_signs`` gets the same signs: the template's MTP head reading the text head
 must rotate its input like the text head does (container §8).
@@ -68,7 +68,7 @@ class BorrowedObject:
 
 
 def prefix(object_id: str) -> str:
-    """The top-level prefix objects are counted by (seed 003 §6: ``name.split("/")[0]``)."""
+    """The top-level prefix objects are counted by (docs/ternary.md §6: ``name.split("/")[0]``)."""
     return object_id.split("/")[0]
 
 

@@ -1,4 +1,4 @@
-"""Scale-out conversion: plan → encode → seal (issue 9).
+"""Scale-out conversion: plan → encode → seal.
 
 1. **plan** (:func:`converters.scaleout.job.stage`): open the source once, plan every object and the
    whole directory — offsets, files table, JSON reservation — exactly as ``convert`` does, create the

@@ -1,7 +1,7 @@
 """GGUF source: the strict header (:mod:`converters.sources.gguf_header`) behind the shared
 :class:`~converters.sources.base.Source` surface, with lazily decoded metadata and memory-mapped tensors.
 
-``dtype`` follows the seed's naming (``Q4_K`` kept for K-quants, ``AMBIGUOUS_<id>`` for ids 16-25, ``Q2_0``
+``dtype`` follows the naming of docs/inspect.md §Facts and queries (``Q4_K`` kept for K-quants, ``AMBIGUOUS_<id>`` for ids 16-25, ``Q2_0``
 for a resolved id 42). To *read* a tensor whose layout the declaration leaves open (Q8_1, K-quants,
 ids 16-25) the source may assume the modern ggml layout (``assume_modern_layouts=True``, the default for
 the converters): only when that layout's byte length fits the tensor's data range, and every such

@@ -31,11 +31,11 @@ DESCRIPTION = {
     "gguf": "a GGUF file",
     "safetensors": "a safetensors file",
     "hf": "a checkpoint directory",
-    "calbin": "a calbin package",
+    "calbin": "a calbin package (a directory with model_memory_reserved_info.txt and a root <model>.yaml)",
     "ninfer": "a .ninfer artifact",
     "ninfer_part": "a .ninfer continuation part",
     "json": "a JSON file",
-    "unknown": "no file kind this tool reads",
+    "unknown": "a file of no kind this tool reads",
 }
 
 #: the commands that read each kind (``convert <command>``), named in the wrong-kind message.
@@ -73,17 +73,23 @@ def detect_kind(path: str | Path) -> str:
 def wrong_kind(path: str | Path, kind: str, accepted: Iterable[str], *, command: str,
                rule: str = "source_kind") -> SourceError:
     """The error for ``convert <command>`` given ``path`` of ``kind`` where it reads ``accepted`` kinds."""
-    wanted = " or ".join(DESCRIPTION[k] for k in accepted)
+    names = [DESCRIPTION[k] for k in accepted]
+    wanted = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
     hint = f"; use {READ_BY[kind]}" if kind in READ_BY else ""
     return SourceError(f"{Path(path).name} is {DESCRIPTION[kind]} (detected by content); convert {command} reads "
                        f"{wanted}{hint}", file=str(path), code="target_unavailable", category="unsupported_target",
                        rule="ninfer_entry" if kind == "ninfer_part" else rule)
 
 
-def require_kind(path: str | Path, accepted: Iterable[str], *, command: str, rule: str = "source_kind") -> str:
-    """:func:`detect_kind` of ``path``, or :func:`wrong_kind`'s error when ``command`` does not read it."""
+def require_kind(path: str | Path, accepted: Iterable[str], *, command: str, rule: str = "source_kind",
+                 pass_unrecognised: bool = False) -> str:
+    """:func:`detect_kind` of ``path``, or :func:`wrong_kind`'s error when ``command`` does not read it.
+
+    ``pass_unrecognised``: a continuation part or a file of no known kind is returned, not refused — for
+    the commands that read ``.ninfer`` artifacts, whose reader or validator then reports what is wrong
+    with a damaged one (a refusal here would hide that report)."""
     accepted = tuple(accepted)
     kind = detect_kind(path)
-    if kind not in accepted:
+    if kind not in accepted and not (pass_unrecognised and kind in ("ninfer_part", "unknown")):
         raise wrong_kind(path, kind, accepted, command=command, rule=rule)
     return kind

@@ -1,4 +1,4 @@
-"""Ternary and binary GGML sources (Ternary Bonsai, seed 003): the types as data, their geometry in the v3
+"""Ternary and binary GGML sources (Ternary Bonsai, docs/ternary.md): the types as data, their geometry in the v3
 integer formats, where each block keeps its multiplier, and the proof that a transcode kept every code and
 multiplier.
 
@@ -19,10 +19,10 @@ PTQ1_0     143    128 / 28         fp16, bytes 26..27 (last) trits 0..2 → −1
 
 Id 42 stands for both Q2_0 block sizes; a tensor's byte length decides (``codecs.resolve_ggml_type``).
 
-- :func:`geometry` — seed 003 §5 CHECK 1 for one ``(type, n, k)``: blocks per row, target groups per row,
+- :func:`geometry` — docs/ternary.md §5 CHECK 1 for one ``(type, n, k)``: blocks per row, target groups per row,
   source bytes, payload bytes and the padding between them (zero for every Bonsai shape: "no format
   overhead").
-- :func:`scale_columns` — the byte columns of a block holding ``d`` (seed 003 §5 CHECK 2's probe is
+- :func:`scale_columns` — the byte columns of a block holding ``d`` (docs/ternary.md §5: CHECK 2's probe is
   format-aware: PTQ1_0 keeps ``d`` last, PQ2_0 first; a hard-coded ``34 / slice(0, 2)`` reads PTQ1_0 wrong).
 - :func:`compare_codes` — the codes and multipliers of a transcoded ``t2_g128_fp16`` / ``q2_g64_fp16``
   object against the source blocks', element by element (storage-layouts §1 read back with
@@ -89,7 +89,7 @@ def exact_targets(type_name: str) -> dict[str, str]:
 
 
 def geometry(type_name: str, n: int, k: int, fmt: str) -> dict:
-    """CHECK 1 of seed 003 §5 for ``n`` rows of ``k`` elements of ``type_name`` stored as ``fmt``."""
+    """CHECK 1 of docs/ternary.md §5 for ``n`` rows of ``k`` elements of ``type_name`` stored as ``fmt``."""
     t = TYPES[type_name]
     group = codecs.FORMATS[fmt].group
     src = n * (k // t.block) * t.block_bytes

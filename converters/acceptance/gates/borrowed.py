@@ -1,4 +1,4 @@
-"""Objects borrowed from a template (seed 003 §3, §6): identical to the template's bytes, not to the source.
+"""Objects borrowed from a template (docs/ternary.md §3, §6): identical to the template's bytes, not to the source.
 
 An artifact built with ``--template TPL`` holds objects copied byte-for-byte from the template (vision, MTP,
 the frontend; provenance ``objects[id].borrowed_from``). The source never had them (a GGUF has no vision

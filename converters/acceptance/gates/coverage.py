@@ -1,5 +1,5 @@
 """Binding coverage: every required logical parameter bound in its logical shape, with its use, and every
-object consumed (container §4.2, §7, §8; seed 003 §7: the runtime binder demands an exact two-way match —
+object consumed (container §4.2, §7, §8; docs/ternary.md §7: the runtime binder demands an exact two-way match —
 a missing object is fatal, an extra one "was not consumed by the selected target").
 
 ``expected`` comes from the source's mapping (``verify --source``) or, without a source, from the text

@@ -6,7 +6,7 @@ Where provenance calls every object behind the binding ``bit-exact`` or ``value-
 equal element for element (``VERIFY_VALUE_NOT_EXACT``); otherwise the cosine and the maximum error must be
 within the format's tolerance (:mod:`converters.acceptance.gates.tolerance`, ``VERIFY_VALUE_TOLERANCE``).
 
-Gate 5 (order probes) — seed 003 §5: a check that compares sizes, or even a global statistic, passes when
+Gate 5 (order probes) — docs/ternary.md §5: a check that compares sizes, or even a global statistic, passes when
 rows are in the wrong order. So, per row of every matrix, the relative error against the source row of the
 same index (a row from elsewhere is ≈ √2 away): rows whose norm is off are ``VERIFY_ROW_NORM`` (scale,
 shift), rows whose norm agrees but direction does not are ``VERIFY_ROW_ORDER`` (a permutation keeps norms).
