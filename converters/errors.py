@@ -19,7 +19,7 @@ class ConverterError(NinferError):
 class SourceError(ConverterError):
     """A GGUF/safetensors/HF source is unusable.
 
-    ``code`` follows the inspection seed (002): ``target_unavailable`` (missing or unusable path, or a
+    ``code`` follows docs/inspect.md §Facts and queries: ``target_unavailable`` (missing or unusable path, or a
     file the strict parser rejects: ``category`` then says ``file_format_rejected``) or
     ``execution_failure`` (host I/O failure such as EIO/EMFILE, with diagnostics).
     """

@@ -31,7 +31,7 @@ the original packer's release probed every source as 34-byte blocks with ``d`` a
 PTQ1_0 wrong. The multipliers of real blocks are a tight cluster — all finite, non-negative where the
 format's quantizer makes them so, few distinct high bytes (sign masked), median of |d| in
 (0, :data:`MEDIAN_MAX`) — while bytes read at a shifted offset look like uniform 16-bit samples: half
-negative, some non-finite, every exponent. (The seed bounds the median by 1; small synthetic models
+negative, some non-finite, every exponent. (The original packer bounded the median by 1; small synthetic models
 legitimately exceed it — the tiny Bonsai embedding's ternary ``d`` is about 1.26 — and the negatives,
 non-finite words and high-byte spread carry the offset signature, so the bound here only rejects
 multipliers no weight tensor has.)

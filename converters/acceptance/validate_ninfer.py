@@ -1,4 +1,4 @@
-"""``convert validate`` for ``.ninfer`` artifacts: static acceptance, seed 004 §9–§12, one ``validation.json``.
+"""``convert validate`` for ``.ninfer`` artifacts: static acceptance, docs/calbin.md §9–§12, one ``validation.json``.
 
 ``validate_ninfer(path, *, context=None, batch=None) -> Report`` (schema ``ninfer-artifact-validation/v1``,
 ``converters.acceptance.report``), from the artifact alone:

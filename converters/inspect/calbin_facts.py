@@ -1,4 +1,4 @@
-"""Inspection summary of a calbin NPU model package (seed 004), detected by content.
+"""Inspection summary of a calbin NPU model package (``docs/calbin.md``), detected by content.
 
 A calbin package is a directory, not a model file, so it has no GGUF-style header digest or tensor
 table: its evidence is the static acceptance report of :mod:`converters.acceptance.calbin` — what the package

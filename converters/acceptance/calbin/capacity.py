@@ -1,7 +1,7 @@
-"""Gate D, capacity (seed 004 §4.2, §4.3 rules 5–6, §6, §9 Gate D): parameter bytes by chip, the
+"""Gate D, capacity (docs/calbin.md §4.2, §4.3 rules 5–6, §6, §9 Gate D): parameter bytes by chip, the
 DRAM/SRAM/sync reservations, the KV formula, the op address union, and the overlap/alias report.
 
-KV-cache bytes (§9, BF16 as in the seed's recomputation; batch added as a factor for ``--batch``)::
+KV-cache bytes (§9, BF16 as in docs/calbin.md §9 Gate D; batch added as a factor for ``--batch``)::
 
     bytes = batch * layers * kv_heads * 2 (K, V) * head_dim * context * dtype_bytes
     per chip = bytes / chips when kv_heads divide evenly over the chips (tensor-parallel KV heads)

@@ -1,9 +1,9 @@
-"""Finding codes of calbin package validation, each with its fixed severity and gate (seed 004 §9–§10).
+"""Finding codes of calbin package validation, each with its fixed severity and gate (docs/calbin.md §9–§10).
 
 This table is the single source: validators build findings from it (``CODES.finding(code, evidence,
 ...)``), and ``docs/validation-codes.md`` documents the same rows (a test compares the two).
 
-Severity policy (seed 004 §10, and where the seed is silent, the reading stated in the summary):
+Severity policy (docs/calbin.md §10, and where it is silent, the reading stated in the summary):
 ERROR rejects the package; BLOCKED_REPRODUCIBILITY lets an old package run but forbids calling it
 reproducible; WARNING_VENDOR needs a vendor fix (C3 fields, diagnostics); WARNING_SERVICE constrains the
 serving layer; INFO is reported, not judged (aliases, coverage, unconfirmed units).

@@ -1,6 +1,6 @@
-"""Runtime command text files (seed 004 §7.2): grammar and the static summary per file.
+"""Runtime command text files (docs/calbin.md §7.2): grammar and the static summary per file.
 
-Grammar (the seed names the fields, this is our reading of the layout): a comment line ``# <TYPE>``
+Grammar (docs/calbin.md names the fields; this is our reading of the layout): a comment line ``# <TYPE>``
 describes the command type; the next line holds that command's fields as ``key=value`` tokens separated
 by whitespace, values decimal or ``0x`` hex. Fields read: ``cmdId`` (required), ``chipMask0``/``1``/``2``
 (bits 31..0, 63..32, 95..64; at least ``chipMask0``), ``srcAddr``, ``dstAddr``, ``dataSize``, and sync

@@ -1,4 +1,4 @@
-"""Gate C, identity cross-references (seed 004 §3, §4.1, §5.1, §5.3, §9 Gate C, §10):
+"""Gate C, identity cross-references (docs/calbin.md §3, §4.1, §5.1, §5.3, §9 Gate C, §10):
 submodel roles, model name / batch / context / heads / KV layers, and the I/O buffer contract.
 
 Declared files, chip masks, ping/pong and the parameter map are in :mod:`declarations`. Every check

@@ -1,4 +1,4 @@
-"""Gate C, declarations (seed 004 §4.3, §5.2, §7.1, §9 Gate C): every file a metadata line declares
+"""Gate C, declarations (docs/calbin.md §4.3, §5.2, §7.1, §9 Gate C): every file a metadata line declares
 exists inside the package, chip masks are valid and match the file names, each submodel has its ping
 and pong commands, the parameter map stays inside its files, profparts name graph ops, and the graph's
 model inputs are the manifest's.

@@ -1,6 +1,6 @@
 """The dtype table of calbin metadata: element width in bits for every spelling the package uses.
 
-Seed 004 §5.3 (``ibuf``/``obuf`` ``type <dtype>``, e.g. ``int32``, ``bfloat16``) and §6 (op I/O YAML
+docs/calbin.md §5.3 (``ibuf``/``obuf`` ``type <dtype>``, e.g. ``int32``, ``bfloat16``) and §6 (op I/O YAML
 ``PrimitiveType``, XLA-style names such as ``S32``/``BF16``). An unknown dtype never counts as 0 bytes:
 :func:`dtype_bits` returns ``None`` and the caller reports it (``IO_DTYPE_UNKNOWN`` /
 ``OP_DTYPE_UNKNOWN``), refusing the capacity figure it would have fed.

@@ -1,6 +1,6 @@
 """Minimal strict ELF reader: the header (what ``readelf -h`` checks) and DT_NEEDED (``readelf -d``).
 
-Seed 004 §5.2: CCU programs must be parseable ELF, helper SOs must expose their dynamic dependencies, and
+docs/calbin.md §5.2: CCU programs must be parseable ELF, helper SOs must expose their dynamic dependencies, and
 the target ISA comes from the header (``e_machine``), never from the file name. Hand-written because
 neither binutils nor pyelftools can be assumed on the validating host; only the System V gABI fields
 needed here are read, every offset and count is bounded by the file size before reading.

@@ -1,6 +1,6 @@
-"""Explicit grammar of the calbin ``.txt`` metadata: one parser per line form (seed 004 §4, §5).
+"""Explicit grammar of the calbin ``.txt`` metadata: one parser per line form (docs/calbin.md §4, §5).
 
-The metadata files are not YAML; seed §9 Gate B forbids loose splitting and guessing. Each line must match
+The metadata files are not YAML; docs/calbin.md §9 Gate B forbids loose splitting and guessing. Each line must match
 exactly one of the forms below (full-line regular expressions, tried in order), else it is a grammar
 error naming the file and line. Blank lines are allowed; nothing else is skipped.
 
@@ -20,7 +20,7 @@ error naming the file and line. Blank lines are allowed; nothing else is skipped
     icsr <name> offset <hex>
     ibuf|obuf <name> shape [d0,d1,...] type <dtype> vaddr <ping> <pong> size <decimal>
 
-Reading decisions where the seed shows only a template: ``<hex>`` takes an optional ``0x`` prefix; a chip
+Reading decisions where docs/calbin.md shows only a template: ``<hex>`` takes an optional ``0x`` prefix; a chip
 mask is three 32-bit hex words, high word first; ``key value`` lines whose key is not in the dictionary
 parse as :class:`Field` with ``known=False`` (reported as ``META_UNKNOWN_FIELD``, not guessed at).
 """

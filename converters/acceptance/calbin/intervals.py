@@ -1,4 +1,4 @@
-"""Half-open byte interval arithmetic for address and file-range reports (seed 004 §4.3 rules 5–6, §6).
+"""Half-open byte interval arithmetic for address and file-range reports (docs/calbin.md §4.3 rules 5–6, §6).
 
 "地址覆盖统计要先把 [address,address+bytes) 区间去重并合并": the union of many ranges, the bytes covered
 more than once, and the overlapping pairs are computed vectorized (sort once, running maximum of ends)

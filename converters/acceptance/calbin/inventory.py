@@ -1,4 +1,4 @@
-"""Gate A, filesystem (seed 004 §2, §9 Gate A): readable tree, no escaping symlink, required files,
+"""Gate A, filesystem (docs/calbin.md §2, §9 Gate A): readable tree, no escaping symlink, required files,
 size > 0, file count and unknown files, and the SHA-256 hash manifest of every asset (§12).
 
 The tree is walked with ``lstat`` only: symlinks are resolved and must stay inside the package (a

@@ -1,6 +1,6 @@
-"""The root manifest ``<model>.yaml`` (seed 004 §3): locate it, load it safely, check keys and types.
+"""The root manifest ``<model>.yaml`` (docs/calbin.md §3): locate it, load it safely, check keys and types.
 
-Layout read (§3.1–§3.4; where the seed names a field without its place, our reading is stated)::
+Layout read (§3.1–§3.4; where docs/calbin.md names a field without its place, our reading is stated)::
 
     model_name: str            seq_len: int           onnx_hash: [sha256-hex, ...]
     git_commit_id: {calcc: str, lib/tvm: str}         golden_hash: {golden_prefill: [...], ...}

@@ -1,4 +1,4 @@
-"""Gate B for the ``.txt`` metadata: grammar, required fields and their typed values (seed 004 §4–§5).
+"""Gate B for the ``.txt`` metadata: grammar, required fields and their typed values (docs/calbin.md §4–§5).
 
 Parsing is :mod:`converters.acceptance.calbin.grammar` (one parser per line form); this module turns its records
 into findings and a ``typed`` dict of checked values that the later gates read:

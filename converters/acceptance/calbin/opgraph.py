@@ -1,4 +1,4 @@
-"""Op I/O YAML (seed 004 §6) and per-chip profparts (§7.1): parsing and graph statistics.
+"""Op I/O YAML (docs/calbin.md §6) and per-chip profparts (§7.1): parsing and graph statistics.
 
 Op YAML: each top-level key is a unique op instance; each ``args_N``/``outs_N`` value is the 4-tuple
 ``[device_virtual_address, shape_tuple, PrimitiveType, producer_or_role]``. Classification (§6):

@@ -1,4 +1,4 @@
-"""Gate F, pre-run checks that need no device (seed 004 §5.2, §9 Gate F).
+"""Gate F, pre-run checks that need no device (docs/calbin.md §5.2, §9 Gate F).
 
 Every CCU program and helper SO must have an ELF header ``readelf -h`` accepts; helper SOs must be
 ``ET_DYN`` with a readable dynamic section (their ``DT_NEEDED`` are reported, as ``readelf -d`` would);

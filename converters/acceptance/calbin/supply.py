@@ -1,4 +1,4 @@
-"""Gate E, supply chain (seed 004 §3.4, §9 Gate E, §12).
+"""Gate E, supply chain (docs/calbin.md §3.4, §9 Gate E, §12).
 
 Read from the root manifest. The sample carries ``onnx_hash``, ``git_commit_id`` and ``golden_hash``;
 the other Gate E requirements have no field in the sample, so this validator reads them under these

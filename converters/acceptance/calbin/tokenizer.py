@@ -1,4 +1,4 @@
-"""Tokenizer and HF config of the package (seed 004 §8): parse, then service-consistency checks.
+"""Tokenizer and HF config of the package (docs/calbin.md §8): parse, then service-consistency checks.
 
 - Gate B: the §8 JSON files parse (duplicate keys rejected, size bounded); the vocab GGUF starts with
   the ``GGUF`` magic. Failures are ``TOKENIZER_FILE_INVALID`` (serving needs them; the calbin itself

@@ -1,4 +1,4 @@
-"""``validate_calbin``: static acceptance of a calbin NPU model package (seed 004, Gates A–F).
+"""``validate_calbin``: static acceptance of a calbin NPU model package (docs/calbin.md, Gates A–F).
 
 Order: Gate A walks the tree; Gate B parses the runtime metadata, locates and loads the root manifest,
 then each submodel's metadata, op YAML, profparts and command text, the tokenizer and ``hparam.yaml``;
@@ -9,7 +9,7 @@ bad package, only for a caller error.
 
 Passing static acceptance proves the package is self-consistent, not that its numbers are right or that
 it runs on the device (§1): the verdict is ``pass`` only when no finding above INFO remains; a package
-like the seed's sample (vendor-confirmable defects, missing supply-chain fields) is
+like the sample of docs/calbin.md §2 (vendor-confirmable defects, missing supply-chain fields) is
 ``pass_with_warnings``.
 """
 

@@ -1,6 +1,6 @@
 """Safe YAML loading for calbin packages: ``yaml.safe_load`` semantics plus duplicate-key rejection.
 
-Seed 004 §9 Gate B: "YAML 可安全解析". PyYAML's safe loader builds only plain types (no Python objects),
+docs/calbin.md §9 Gate B: the YAML must parse safely. PyYAML's safe loader builds only plain types (no Python objects),
 but it lets a repeated key silently overwrite the earlier one; a strict acceptance tool must see that, so
 the loader subclass below rejects duplicates with the line of the second occurrence. The C-accelerated
 ``CSafeLoader`` is used when available (same safe constructor, faster scanner). Files are bounded in size

@@ -1,5 +1,5 @@
 """Acceptance gates for ``.ninfer`` artifacts: ``convert verify`` (against the source) and ``convert validate``
-(static, seed 004 Gates A–F), one vocabulary of finding codes (:mod:`.codes`).
+(static, docs/calbin.md §9 Gates A–F), one vocabulary of finding codes (:mod:`.codes`).
 
 - :mod:`.structure` — every container rule and the filesystem checks (verify 1 and 3; validate A, B, C, F);
 - :mod:`.contract`, :mod:`.coverage` — the logical parameters an architecture requires, binding coverage;

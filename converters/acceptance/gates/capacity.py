@@ -1,11 +1,11 @@
-"""``validate`` Gate D, capacity (seed 004 §9 Gate D): parameter bytes by component and format, and the
+"""``validate`` Gate D, capacity (docs/calbin.md §9 Gate D): parameter bytes by component and format, and the
 KV-cache and gated-delta-net state bytes for a service context and batch, from the text config.
 
-KV cache (seed 004 §9, "KV BF16 复算")::
+KV cache (docs/calbin.md §9 Gate D, the BF16 KV recomputation)::
 
     kv_bytes = full_attention_layers × num_key_value_heads × 2 (K, V) × head_dim × context × dtype_bytes × batch
 
-with BF16 (2 bytes) as the seed computes. A Qwen3.5 gated delta net layer keeps, per sequence and
+with BF16 (2 bytes) as docs/calbin.md §9 Gate D computes. A Qwen3.5 gated delta net layer keeps, per sequence and
 independent of the context, a recurrent state of ``linear_num_value_heads × linear_key_head_dim ×
 linear_value_head_dim`` values (FP32: the delta rule accumulates in float32) and a convolution state of
 ``(linear_conv_kernel_dim − 1) × (2·key_dim + value_dim)`` values (BF16). ``context`` defaults to

@@ -1,4 +1,4 @@
-"""Structure: every reader rule of the container, plus the filesystem checks of seed 004 Gate A.
+"""Structure: every reader rule of the container, plus the filesystem checks of docs/calbin.md §9 Gate A.
 
 ``ninfer_core.validate`` already runs every container rule (framing, schema, references, ranges, parts,
 encodings, codec validity) and lists all findings instead of stopping at the first. This module sorts

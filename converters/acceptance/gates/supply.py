@@ -1,4 +1,4 @@
-"""``validate`` Gate E, supply chain (container §10; seed 004 §9 Gate E, §10): can this artifact be reproduced?
+"""``validate`` Gate E, supply chain (container §10; docs/calbin.md §9 Gate E, §10): can this artifact be reproduced?
 
 Required, else ``BLOCKED_REPRODUCIBILITY`` (the artifact may run; it may not be called reproducible):
 ``provenance`` itself; the source's identity and hash (``provenance.source``: kind, size, and a
