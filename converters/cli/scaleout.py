@@ -49,26 +49,23 @@ def encode_cmd(
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Write objects of a staged conversion at their planned offsets (any machine that sees the files)."""
-    from converters.scaleout import job
-    from converters.scaleout.planfile import PlanFile
+    from converters.scaleout.run import encode_staged
 
     ids = [s.strip() for s in objects.split(",") if s.strip()] if objects is not None else None
     chosen = parse_shard(shard)
-    sizes = {o["id"]: o["bytes"] for o in PlanFile.load(plan).objects}
     with byte_progress(disable=json_out) as progress:
         task = progress.add_task("encode", total=None)
-        report = job.encode(plan, objects=ids, shard=chosen, workers=workers, redo=redo,
+        run = encode_staged(plan, objects=ids, shard=chosen, workers=workers, redo=redo,
                             progress=lambda _oid, n: progress.advance(task, n))
-    left = job.pending(plan)
-    out = {**report, "written": len(report["written"]), "skipped": len(report["skipped"]), "pending": len(left)}
+    out = run.to_json()
     if json_out:
-        emit_json({**out, "pending_objects": left})
+        emit_json(out)
         return
     rows = [["written", f"{out['written']} objects, {out['bytes']:,} bytes"], ["skipped (already written)",
-            out["skipped"]], ["still missing", f"{len(left)} objects, {sum(sizes[i] for i in left):,} bytes"],
+            out["skipped"]], ["still missing", f"{out['pending']} objects, {run.pending_bytes:,} bytes"],
             ["seconds", out["seconds"]]]
     console.print(table(f"encode {plan.name}", ["", "value"], rows))
-    if not left:
+    if not run.pending:
         console.print(f"complete: convert seal {plan}")
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from converters.errors import ConversionError
 from converters.pipeline.convert import ConvertOptions, Result, check_output_free, convert_with
 from converters.scaleout import job
-from converters.scaleout.planfile import Request
+from converters.scaleout.planfile import PlanFile, Request
 from ninfer_core.container.staging import staging_dir_for
 
 PLAN_NAME = "convert-plan.json"  # the plan file of a --backend dask run, inside the staging directory
@@ -93,3 +93,28 @@ def run_staged(request: Request, *, plan_only: Path | None, backend: str = "loca
             on_kept(resume_hint(plan_path))
         raise
     return StagedRun(plan_path, summary=job.seal(plan_path))
+
+
+@dataclass
+class EncodeRun:
+    """What ``convert encode`` did: :func:`converters.scaleout.job.encode`'s report, and the objects of the
+    plan still missing afterwards with their planned bytes."""
+
+    report: dict
+    pending: list[str]
+    pending_bytes: int
+
+    def to_json(self) -> dict:
+        """The ``convert encode --json`` document: counts instead of the written / skipped ID lists."""
+        return {**self.report, "written": len(self.report["written"]), "skipped": len(self.report["skipped"]),
+                "pending": len(self.pending), "pending_objects": self.pending}
+
+
+def encode_staged(plan_path: str | Path, *, objects: list[str] | None = None, shard: tuple[int, int] | None = None,
+                  workers: int | None = None, redo: bool = False,
+                  progress: Callable[[str, int], None] | None = None) -> EncodeRun:
+    """:func:`converters.scaleout.job.encode` (same parameters), then what is still missing."""
+    sizes = {o["id"]: o["bytes"] for o in PlanFile.load(plan_path).objects}
+    report = job.encode(plan_path, objects=objects, shard=shard, workers=workers, redo=redo, progress=progress)
+    left = job.pending(plan_path)
+    return EncodeRun(report, left, sum(sizes[i] for i in left))
