@@ -1,5 +1,6 @@
 """``convert inspect PATH``: static inspection of a GGUF, safetensors (file or sharded directory) or
-``.ninfer`` artifact, a calbin package (summary, seed 004), or a page of a stored Evidence record (seed 002).
+``.ninfer`` artifact, a calbin package (summary, ``docs/calbin.md``), or a page of a stored Evidence record
+(``docs/inspect.md``).
 
 Examples::
 

@@ -1,6 +1,6 @@
 """``--hash full``: stream the bytes after a verified header into SHA-256 with a bounded buffer.
 
-Seed 002 "身份与读取": the full mode feeds the remaining file bytes to SHA-256 without interpreting
+docs/inspect.md §Identity and reading: the full mode feeds the remaining file bytes to SHA-256 without interpreting
 tensor data; the header digest is kept as well (the full hash continues from the header's SHA-256
 state, so no byte is read twice). Memory is two fixed buffers; a reader thread fills one while the
 caller hashes the other (``hashlib`` releases the GIL on large updates), so reading and hashing overlap

@@ -1,6 +1,6 @@
 """Opening a selected path and reading its header exactly, with typed errors and identity checks.
 
-Seed 002, "身份与读取": the result records the exact selected path, file size, header length, header
+docs/inspect.md §Identity and reading: the result records the exact selected path, file size, header length, header
 SHA-256, the bytes read and the ranges read; before completing, the open descriptor's identity and
 metadata (device, inode, size, mtime) are checked against the path, so a replacement or modification that
 the file system shows is detected. A missing, non-regular or unusable path is ``target_unavailable``; a

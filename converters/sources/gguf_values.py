@@ -2,7 +2,7 @@
 
 GGUF spec ("GGUF file structure"): a value is a ``uint32`` type tag then the value; strings are a
 ``uint64`` byte length and UTF-8 bytes; arrays are an element type, a ``uint64`` count and the elements
-(arrays of arrays allowed). Seed 002 adds: arrays keep their element type, count and at most eight
+(arrays of arrays allowed). docs/inspect.md §Facts and queries adds: arrays keep their element type, count and at most eight
 preview elements with an explicit ``preview_complete``; nesting is limited to 32 levels; strings must be
 UTF-8. Booleans other than 0/1 are rejected (ggml's ``gguf_type_size`` reads them as ``int8``; we are
 stricter because a flag that is neither is not a boolean).

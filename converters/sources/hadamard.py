@@ -43,7 +43,7 @@ SUPPORTED_VERSIONS = (1,)
 SIGN_MODES = ("explicit",)
 REQUIRED = ("block_size", "transform", "axis", "sign_widths", "sign_values", "weight_names")
 KNOWN = (*REQUIRED, "inverse_weight_names", "gdn_v_grouped", "version", "sign_mode")
-#: object ids of the sign table (container §8; the brief's "Contract: logical parameter names")
+#: object ids of the sign table (container §8)
 SIGNS_OBJECT = "text/hadamard_signs"
 WIDTHS_OBJECT = "text/hadamard_widths"
 FORWARD = "forward"

@@ -1,6 +1,6 @@
 """The shareable ("sanitized") report: no device addresses, absolute paths or command addresses.
 
-Seed 004 §5.3 and §11: vaddr is a sensitive internal address and only goes into the controlled internal
+docs/calbin.md §5.3 and §11: vaddr is a sensitive internal address and only goes into the controlled internal
 report; the version shared with business users or customers drops vaddr, absolute source paths and
 command addresses, keeping every finding, code, gate and the verdict.
 
