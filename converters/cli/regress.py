@@ -1,4 +1,5 @@
-"""``convert regress [CASE ...] [--update] [--json]``: the recipe regression suite (:mod:`converters.regress`).
+"""``convert regress [CASE ...] [--update] [--json]``: the recipe regression suite (:mod:`converters.regress`;
+one library call, :func:`converters.regress.suite.run_suite`).
 
 Every case of ``recipes/regression.yaml`` (or ``--cases FILE``) is converted from its generated fixture,
 accepted by ``convert verify`` and compared object by object with its expectation
@@ -47,31 +48,16 @@ def regress_cmd(
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Convert every regression case, verify it and compare its per-object digests with the expectations."""
-    from converters.regress import CASES_FILE, load_cases, run_cases
-    from converters.regress.cases import EXPECTED_DIR, CaseError
-    from converters.regress.runner import stale_expectations
-
-    path = cases_file or CASES_FILE
-    cases = load_cases(path)
-    expected_dir = EXPECTED_DIR if cases_file is None else Path(path).parent / "regression" / "expected"
-    if names:
-        unknown = sorted(set(names) - {c.name for c in cases})
-        if unknown:
-            raise CaseError(f"no case named {', '.join(unknown)}", file=str(path), rule="case_unknown")
-        cases = [c for c in cases if c.name in set(names)]
+    from converters.regress.suite import run_suite
 
     def show(r) -> None:
         if not json_out:
             err_console.print(f"  {r.case.name}: [{STYLE[r.result]}]{r.result}[/] ({r.seconds:.1f} s)")
 
-    results = run_cases(cases, expected_dir=expected_dir, update=update, workers=workers, workdir=keep,
-                        on_result=show)
-    stale = [str(p) for p in stale_expectations(load_cases(path), expected_dir)] if not names else []
-    ok = all(r.ok for r in results)
+    suite = run_suite(names, cases_file=cases_file, update=update, workers=workers, workdir=keep, on_result=show)
+    results, stale, ok = suite.results, suite.stale, suite.ok
     if json_out:
-        emit_json({"schema": "ninfer-regression-report/v1", "cases_file": str(path), "update": update,
-                   "result": "pass" if ok else "fail", "stale_expectations": stale,
-                   "cases": [r.to_json() for r in results]})
+        emit_json(suite.to_json())
     else:
         rows = [[r.case.name, r.case.fixture.name, Path(r.case.recipe).name, r.objects, len(r.changes),
                  r.verify or "", f"[{STYLE[r.result]}]{r.result}[/]"] for r in results]
