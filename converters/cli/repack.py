@@ -1,8 +1,8 @@
 """``convert repack IN OUT [--max-file-bytes N] [--json]``: re-split or join an artifact (container §11.4).
 
 Copies the logical payload into a new file set with a new ``artifact_id``, keeping objects, bindings
-and uses (:func:`ninfer_core.repack`); ``--max-file-bytes`` splits per §2.3, no limit joins everything
-into one file. Streams through a bounded buffer with a byte progress bar on stderr; refuses an existing
+and uses (one library call: :func:`converters.pipeline.repack.repack_artifact`); ``--max-file-bytes``
+splits per §2.3, no limit joins everything into one file. Streams through a bounded buffer with a byte progress bar on stderr; refuses an existing
 output before reading anything; a failure or Ctrl-C leaves no output file.
 """
 
@@ -30,30 +30,8 @@ def parse_byte_size(text: str | None) -> int | None:
     return int(m.group(1)) * _UNITS[(m.group(2) or "").lower()]
 
 
-def artifact_summary(art) -> dict:
-    """A JSON-ready summary of an open artifact: identity, components, object counts, files."""
-    kinds: dict[str, int] = {}
-    for obj in art.objects:
-        key = obj.kind if obj.kind == "resource" else f"{obj.format} / {obj.layout}"
-        kinds[key] = kinds.get(key, 0) + 1
-    return {
-        "path": str(art.path),
-        "artifact_id": art.artifact_id,
-        "components": sorted(art.components),
-        "objects": len(art.objects),
-        "objects_by_encoding": dict(sorted(kinds.items())),
-        "bindings": len(art.bindings),
-        "uses": len(art.uses),
-        "payload_bytes": art.payload_bytes,
-        "json_bytes": art.json_bytes,
-        "entry_payload_start": art.entry_payload_start,
-        "files": [{"path": f.location.name, "payload_bytes": f.payload_bytes, "file_bytes": f.file_bytes,
-                   "payload_range": [f.payload_offset, f.payload_end]} for f in art.files],
-    }
-
-
 def print_summary(summary: dict, title: str) -> None:
-    """Human form of :func:`artifact_summary`: an overview table and a files table."""
+    """Human form of :func:`converters.pipeline.repack.artifact_summary`: an overview table and a files table."""
     rows = [["artifact_id", summary["artifact_id"]], ["components", ", ".join(summary["components"])],
             ["objects", summary["objects"]], ["bindings", summary["bindings"]], ["uses", summary["uses"]],
             ["payload bytes", f"{summary['payload_bytes']:,}"], ["json_bytes", f"{summary['json_bytes']:,}"],
@@ -75,22 +53,21 @@ def repack_command(
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Re-split (or join) an artifact: same objects, bindings and uses, new files and artifact_id."""
-    from converters.sources.kind import require_kind
-    from ninfer_core import open_artifact, repack
-    from ninfer_core.container.fileset import check_targets_free
+    from converters.pipeline.repack import repack_artifact
 
     limit = parse_byte_size(max_file_bytes)
-    check_targets_free(target, [None])  # refuse before reading anything
-    require_kind(source, ("ninfer",), command="repack", rule="repack_source", pass_unrecognised=True)
-    with open_artifact(source) as src:
-        total = src.payload_bytes
-        source_id = src.artifact_id
-    with byte_progress(disable=json_out) as progress:
-        task = progress.add_task(f"repack {target.name}", total=total)
-        out = repack(source, target, max_file_bytes=limit, progress=lambda n: progress.advance(task, n))
-    with open_artifact(out) as art:
-        summary = artifact_summary(art)
-    summary["source"] = {"path": str(source), "artifact_id": source_id}
+    progress = byte_progress(disable=json_out)
+    tasks = []
+
+    def start(total: int) -> None:  # the bar appears once the target is free and the source open
+        progress.start()
+        tasks.append(progress.add_task(f"repack {target.name}", total=total))
+
+    try:
+        out, summary = repack_artifact(source, target, max_file_bytes=limit, on_start=start,
+                                       progress=lambda n: progress.advance(tasks[0], n))
+    finally:
+        progress.stop()
     if json_out:
         emit_json(summary)
     else:
