@@ -15,5 +15,7 @@
 The result is byte-identical to ``convert gguf2ninfer`` / ``st2ninfer`` with the same inputs and
 ``--artifact-id`` / ``--artifact-id-from-content`` (tests/test_scaleout_*.py): the directory is planned
 the same way (:mod:`converters.scaleout.reservation`) and every object is produced by the same code.
+The commands' library calls are in :mod:`converters.scaleout.run`: ``run_conversion`` (a conversion here
+or staged, as ``gguf2ninfer`` / ``st2ninfer`` ask), ``run_staged`` and ``encode_staged``.
 This package imports nothing at load time, so :mod:`converters.pipeline.convert` can use the reservation.
 """

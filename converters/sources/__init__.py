@@ -3,6 +3,10 @@
 ``open_source(path)`` detects the kind by content (never by extension): a directory is an HF checkpoint;
 a file starting with ``GGUF`` is GGUF; a file whose first eight bytes are a little-endian length followed
 by ``{`` is safetensors. NInfer artifacts are read by ``ninfer_core``, not here.
+
+Beside the readers: :mod:`converters.sources.kind` (what any path a command is given holds, and the one
+wrong-kind message) and :mod:`converters.sources.atomic_write` (report files published whole, never over
+an existing file).
 """
 
 from __future__ import annotations
