@@ -22,63 +22,25 @@ raised before anything is written.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
 
 from converters.errors import ConversionError
-from converters.mapping import Mapping as MappingFile
+from converters.model.components import drafter, mtp, vision
+from converters.model.components.base import (
+    SECTION,
+    TEXT,
+    Component,
+    ComponentMissingError,
+    Context,
+    mapping_for,
+    missing,
+)
 
-SECTION = "§4.2"
-TEXT = "text"
 #: every component id the converter knows (container §4.2: text, vision, mtp, dflash, dflash2)
 KNOWN = ("text", "vision", "mtp", "dflash", "dflash2")
 
 #: input names a component reads besides ``main`` (what :func:`open_inputs` produces)
 INPUTS = {"vision": ("mmproj",), "dflash": ("dflash",), "dflash2": ("dflash2",)}
-
-
-class ComponentMissingError(ConversionError):
-    """A selected component that the given inputs do not provide (container §12.6: 所选组件缺失)."""
-
-
-@dataclass
-class Component:
-    """One selected component, ready to bind: its mapping, ``Args``, and the record the artifact gets."""
-
-    id: str
-    architecture: ModuleType
-    mapping: MappingFile
-    args: object
-    config: dict
-    target: str | None = TEXT
-    resources: list[tuple[str, bytes, dict]] = field(default_factory=list)
-    provenance: dict = field(default_factory=dict)
-
-    def record(self) -> dict:
-        """``components.<id>`` without resources (the planner adds the resource references)."""
-        out = {"config": self.config}
-        if self.target is not None:
-            out["target"] = self.target
-        return out
-
-
-@dataclass
-class Context:
-    """What a component resolver may read: the text architecture and config, and every opened input."""
-
-    text_architecture: ModuleType
-    text_config: dict
-    sources: Mapping[str, object]
-
-    @property
-    def main(self):
-        return self.sources["main"]
-
-
-def missing(component: str, message: str, *, file: str | None = None) -> ComponentMissingError:
-    return ComponentMissingError(f"component {component} is not available: {message}", file=file,
-                                 section=SECTION, rule="component_missing")
 
 
 def parse_components(components: Iterable[str]) -> tuple[str, ...]:
@@ -98,7 +60,6 @@ def open_inputs(inputs: Mapping[str, object] | None, opened: list) -> dict[str, 
     """Open the extra inputs: ``mmproj`` (a path or Source) and ``drafter`` (one or several paths or
     Sources, each classified ``dflash`` / ``dflash2`` by its config). Opened sources are appended to
     ``opened`` (the caller closes them). Unknown input names are refused."""
-    from converters.model.components import drafter
     from converters.sources import open_source
 
     out: dict[str, object] = {}
@@ -123,8 +84,6 @@ def open_inputs(inputs: Mapping[str, object] | None, opened: list) -> dict[str, 
 
 def resolve_components(ctx: Context, components: Iterable[str]) -> list[Component]:
     """The selected non-text components of ``ctx`` (see the module docstring); raises before any write."""
-    from converters.model.components import drafter, mtp, vision
-
     comps = parse_components(components)
     arch = ctx.text_architecture.NAME
     supported = supported_by(ctx.text_architecture)
@@ -154,13 +113,6 @@ def __getattr__(name: str):
 
         return {m.NAME: supported_by(m) for m in architectures.all_modules() if hasattr(m, "COMPONENTS")}
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def mapping_for(architecture: ModuleType, component: str) -> MappingFile:
-    from converters.mapping import load_mapping
-    from converters.mapping.schema import MAPPINGS_DIR
-
-    return load_mapping(Path(MAPPINGS_DIR) / architecture.MAPPINGS[component])
 
 
 __all__ = ["KNOWN", "SUPPORTED", "Component", "ComponentMissingError", "Context", "mapping_for", "missing",

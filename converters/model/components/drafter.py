@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from converters.errors import ConversionError
 from converters.model.architectures import dflash, dflash2
-from converters.model.components import Component, Context, mapping_for, missing
+from converters.model.components.base import Component, Context, mapping_for, missing
 
 MODULES = {"dflash": dflash, "dflash2": dflash2}
 BY_ARCHITECTURE = {m.CONFIG_ARCHITECTURE: cid for cid, m in MODULES.items()}

@@ -12,7 +12,7 @@ architecture module's ``MTP``: its layer has the text model's MLP kind); mapping
 from __future__ import annotations
 
 from converters.model import architectures
-from converters.model.components import Component, Context, mapping_for, missing
+from converters.model.components.base import Component, Context, mapping_for, missing
 
 
 def resolve(ctx: Context, component: str = "mtp") -> Component:

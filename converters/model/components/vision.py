@@ -25,7 +25,7 @@ import numpy as np
 
 from converters.errors import ConversionError
 from converters.model.architectures import qwen3_5_vision
-from converters.model.components import Component, Context, mapping_for, missing
+from converters.model.components.base import Component, Context, mapping_for, missing
 from converters.model.config_normalize import explain_vision_config
 from converters.sources.frontend import VISION_ROLES, frontend_resources
 
