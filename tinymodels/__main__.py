@@ -1,6 +1,6 @@
 """``python -m tinymodels MODEL [--hf DIR] [--gguf FILE] [--mmproj FILE] [--counts FILE] [options] [--set K=V ...]``.
 
-Text models (``qwen35``, ``qwen3``, ``qwen3moe``, ``qwen35moe``, ``qwen3next``) are written as an HF
+Text models (``qwen35``, ``qwen3``, ``qwen2``, ``qwen3moe``, ``qwen35moe``, ``qwen3next``) are written as an HF
 directory and/or a GGUF (llama.cpp layout); MoE models take ``--expert-layout`` (HF) and
 ``--fused-gate-up`` (GGUF), Qwen3.5 models ``--set mtp_num_hidden_layers=1`` for an MTP head.
 Components: ``vision`` (``--hf``: a ``Qwen3_5ForConditionalGeneration`` directory, ``--mmproj``: the
@@ -22,6 +22,7 @@ from tinymodels import (
     bonsai,
     dflash,
     gguf_writer,
+    qwen2,
     qwen3,
     qwen3_moe,
     qwen3_next,
@@ -32,7 +33,7 @@ from tinymodels import (
 )
 from tinymodels.ternary_blocks import FORMATS
 
-MODELS = {"qwen35": qwen35, "qwen3": qwen3, "qwen3moe": qwen3_moe, "qwen35moe": qwen35_moe, "qwen3next": qwen3_next}
+MODELS = {"qwen35": qwen35, "qwen3": qwen3, "qwen2": qwen2, "qwen3moe": qwen3_moe, "qwen35moe": qwen35_moe, "qwen3next": qwen3_next}
 MOE_MODELS = (qwen3_moe, qwen35_moe, qwen3_next)
 COMPONENTS = ("vision", "dflash", "dflash2", "bonsai", "token-counts")
 
