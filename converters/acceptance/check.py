@@ -50,7 +50,6 @@ after writing.
 from __future__ import annotations
 
 import os
-import re
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -68,6 +67,7 @@ from converters.pipeline.template import BorrowedObject, apply_template
 from converters.sources import ternary
 from converters.sources.rows import TensorRows, storage_of
 from ninfer_core import codecs, open_artifact
+from ninfer_core.codecs.ggml_types import BY_NAME as GGML_TYPES
 from ninfer_core.errors import NinferError
 
 #: bytes of each end of a sampled tensor read by CHECK 2
@@ -84,14 +84,10 @@ class Multiplier:
     non_negative: bool
 
 
-# llama.cpp's quantizers (ggml-quants.c): Q4_0/Q5_0 store d = max / -8 (-16) and Q3_K/Q6_K a signed
-# super-block d; the others d = amax / qmax >= 0. Ternary and binary types: multiplier_of().
-MULTIPLIERS: dict[str, Multiplier] = {
-    "Q8_0": Multiplier(0, True), "Q4_0": Multiplier(0, False), "Q4_1": Multiplier(0, True),
-    "Q5_0": Multiplier(0, False), "Q5_1": Multiplier(0, True),
-    "Q2_K": Multiplier(80, True), "Q3_K": Multiplier(108, False), "Q4_K": Multiplier(0, True),
-    "Q5_K": Multiplier(0, True), "Q6_K": Multiplier(208, False),
-}
+# From the GGML type table (ninfer_core.codecs.ggml_types): the types whose quantizer's sign of d is
+# recorded. Ternary and binary types: multiplier_of().
+MULTIPLIERS: dict[str, Multiplier] = {t.name: Multiplier(t.multipliers[0], t.d_non_negative)
+                                      for t in GGML_TYPES.values() if t.d_non_negative is not None}
 
 
 def multiplier_of(ggml_type: str) -> Multiplier | None:
@@ -195,7 +191,7 @@ DISASSEMBLERS: dict[tuple[str, str], Callable] = {
 
 
 def _disassembler(kind: str, fmt: str) -> Callable | None:
-    if fmt.startswith("gguf_"):
+    if codecs.codec_traits(fmt).ggml_passthrough:
         return _copy
     return DISASSEMBLERS.get((kind, fmt))
 
@@ -203,8 +199,7 @@ def _disassembler(kind: str, fmt: str) -> Callable | None:
 # --- the checks ------------------------------------------------------------------------------------------
 
 def _group_size(fmt: str) -> int | None:
-    m = re.search(r"_g(\d+)_", fmt)
-    return int(m.group(1)) if m else None
+    return codecs.codec_traits(fmt).group
 
 
 def ternary_padding(type_name: str, n: int, k: int, fmt: str) -> dict:
@@ -314,7 +309,8 @@ def _target(plan, p, kind: str) -> str | None:
         targets = codecs.exact_targets(kind)
     except NinferError:
         return None
-    ranked = sorted(targets.items(), key=lambda kv: (kv[0].startswith("gguf_"), kv[1] != "bit_exact", kv[0]))
+    ranked = sorted(targets.items(),
+                    key=lambda kv: (codecs.codec_traits(kv[0]).ggml_passthrough, kv[1] != "bit_exact", kv[0]))
     return ranked[0][0] if ranked else None
 
 

@@ -362,8 +362,9 @@ class _Validator:
             if fallback is not None:
                 fallback = self.fmt(fallback, (*path, "fallback"), allow_exact=False)
             divisors = self.choice(spec.get("divisors", "one"), (*path, "divisors"), ("one", "per_member"), "divisors")
-            if divisors == "per_member" and fmt != "nvfp4":
-                raise self.fail((*path, "divisors"), "divisors: per_member is only meaningful for nvfp4 (§5.1)")
+            if divisors == "per_member" and not codecs.codec_traits(fmt).divisors_per_member:
+                allowed = ", ".join(codecs.formats_with(divisors_per_member=True))
+                raise self.fail((*path, "divisors"), f"divisors: per_member is only meaningful for {allowed} (§5.1)")
             out.append(GroupSpec(key, tuple(members), fmt,
                                  self.choice(spec.get("encoder", encoder), (*path, "encoder"), codecs.ENCODERS,
                                              "encoder"),

@@ -9,10 +9,11 @@ range can back a rank-2 logical projection", §7.3; ``ninfer_core.codecs.row_vie
 
 Format (:func:`plan_bank`): the recipe's entry for the experts' role decides it for the whole bank.
 
-- ``nvfp4``: ``divisors = E``, one FP32 weight divisor per expert (container §5.1, storage-layouts §3:
-  ``divisor[floor(n / N)]``), so every expert is quantized on its own scale; each expert must be whole
-  128-row scale tiles (``N % 128 == 0``) for its row view to own its tiles — otherwise the recipe's
-  fallback, noted in provenance.
+- a format with per-member divisors (``nvfp4``; the codec trait ``divisors_per_member``,
+  docs/format/codec-traits.md): ``divisors = E``, one FP32 weight divisor per expert (container §5.1,
+  storage-layouts §3: ``divisor[floor(n / N)]``), so every expert is quantized on its own scale; each expert
+  must be whole row tiles (trait ``row_tile``: nvfp4's 128-row scale tiles, ``N % 128 == 0``) for its row
+  view to own its tiles — otherwise the recipe's fallback, noted in provenance.
 - integer formats (``q4_g64_fp16`` …) and ``fp8_e4m3fn_row_bf16``: per-group / per-row multipliers
   already make experts independent; exact transcoding (Q8_0 → ``q8_g32_fp16``, ternary types →
   ``t2_g128_fp16``) applies per expert when the recipe prefers it.
@@ -44,8 +45,6 @@ from ninfer_core import codecs
 #: planes of real banks (Qwen3-235B: 0.8 G elements, 50 MB of q8 or nvfp4 scales) fit, so one pass
 #: suffices; a bank several times larger costs a re-read per plane beyond it, not memory
 TAIL_BUDGET = 64 * 1024 * 1024
-#: nvfp4 block scales come in 128-row tiles (storage-layouts §3)
-NVFP4_TILE_ROWS = 128
 
 
 def plan_bank(planner, oid: str, members: list) -> object:
@@ -64,13 +63,14 @@ def plan_bank(planner, oid: str, members: list) -> object:
         fmt, pieces = _exact_pieces(planner, oid, members, rows)
         divisors = 1
     else:
-        fmt, divisors = spec.format, (len(members) if spec.format == "nvfp4" else 1)
-        if fmt == "nvfp4" and rows % NVFP4_TILE_ROWS:
+        traits = codecs.codec_traits(spec.format)
+        fmt, divisors = spec.format, (len(members) if traits.divisors_per_member else 1)
+        if traits.divisors_per_member and rows % traits.row_tile:
             if spec.fallback is None:
-                raise ConversionError(f"bank {oid}: nvfp4 needs every expert to be whole {NVFP4_TILE_ROWS}-row scale "
+                raise ConversionError(f"bank {oid}: {fmt} needs every expert to be whole {traits.row_tile}-row scale "
                                       f"tiles, but an expert has {rows} rows, and the recipe gives no fallback",
                                       file=planner.recipe.file, rule="format_shape")
-            notes.append(f"nvfp4 needs experts of whole {NVFP4_TILE_ROWS}-row scale tiles, an expert has {rows} "
+            notes.append(f"{fmt} needs experts of whole {traits.row_tile}-row scale tiles, an expert has {rows} "
                          f"rows: fallback {spec.fallback}")
             fmt, divisors = spec.fallback, 1
         fmt, divisors = planner.fit(oid, fmt, spec.fallback, shape, divisors, notes)

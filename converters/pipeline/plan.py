@@ -423,7 +423,7 @@ class _Planner:
             return f"its rows are not whole {kind} blocks"
         if not _columns_move_whole(chain.columns, st.block):
             return (f"the mapping moves its input columns in pieces that split {kind} blocks of {st.block} and "
-                    f"{fmt} groups of {getattr(codecs.FORMATS[fmt], 'group', '?')}")
+                    f"{fmt} groups of {codecs.codec_traits(fmt).group or '?'}")
         return "the recipe rotates it"
 
     def refusal(self, p: BoundParameter, fmt: str, where: str) -> ConversionError:
@@ -448,10 +448,11 @@ class _Planner:
         except EncodingError:
             targets = {}
         moves_whole = _columns_move_whole(chain.columns, st.block)
-        ranked = sorted(targets.items(), key=lambda kv: (kv[0].startswith("gguf_"), kv[1] != "bit_exact", kv[0]))
+        passthrough = {fmt: codecs.codec_traits(fmt).ggml_passthrough for fmt in targets}
+        ranked = sorted(targets.items(), key=lambda kv: (passthrough[kv[0]], kv[1] != "bit_exact", kv[0]))
         for fmt, label in ranked:
-            groups = None if moves_whole or fmt.startswith("gguf_") else _column_groups(chain.columns, st.block, fmt, kind)
-            if not moves_whole and not fmt.startswith("gguf_") and groups is None:
+            groups = None if moves_whole or passthrough[fmt] else _column_groups(chain.columns, st.block, fmt, kind)
+            if not moves_whole and not passthrough[fmt] and groups is None:
                 continue
             try:
                 codecs.validate_combination(fmt, codecs.FORMATS[fmt].layout, p.shape, 1)

@@ -13,8 +13,9 @@ source rows, apply the chain's columns and value transforms in float64, optional
 (``W·D·H``, storage-layouts §7), encode with the recipe's encoder and decode the result again to
 measure the error (:class:`ErrorStats`).
 
-nvfp4 objects (``block_scale_k16_m128x4_v1``: 128-row scale tiles and a per-tensor divisor) are
-encoded whole, or member by member when each member has its own divisor (``divisors = members``).
+Objects of a format its codec encodes whole (the trait ``whole_object``, docs/format/codec-traits.md: nvfp4,
+whose divisor is the amax of the whole matrix) are encoded whole, or member by member when each member has
+its own divisor (``divisors = members``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from ninfer_core import codecs
 CHUNK_BYTES = 16 * 1024 * 1024
 #: elements per partial sum of the error statistics
 STATS_ROW = 4096
-WHOLE_LAYOUTS = ("block_scale_k16_m128x4_v1",)
 
 
 @dataclass
@@ -198,9 +198,9 @@ class Producer:
     def blocks(self, obj: PlannedTensor, stats: ErrorStats) -> Iterator[Block]:
         """The object's row blocks in row order."""
         tail = obj.shape[1:]
-        if obj.layout in WHOLE_LAYOUTS:
+        if codecs.codec_traits(obj.format).whole_object:
             if obj.divisors > 1 and obj.divisors == len(obj.pieces):
-                for pc in obj.pieces:  # one divisor per member: each member is its own nvfp4 object
+                for pc in obj.pieces:  # one divisor per member: each member is encoded as its own object
                     values = self.values(pc, obj, 0, pc.rows)
                     yield self.encode_block(obj, pc.row_start, values, stats)
                 return
@@ -309,4 +309,4 @@ def permute_column_groups(fmt: str, shape: tuple[int, int], data: bytes, order: 
 
 
 def _literal_dtype(fmt: str):
-    return {"int32": np.int32}.get(fmt, np.float32)
+    return np.dtype(codecs.codec_traits(fmt).integer_word or np.float32)

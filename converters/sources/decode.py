@@ -12,14 +12,17 @@ from __future__ import annotations
 import numpy as np
 
 from converters.errors import SourceError
+from ninfer_core import codecs
+from ninfer_core.codecs.ggml_types import BY_NAME as GGML_TYPES
+from ninfer_core.errors import NinferError
 
 try:  # ml_dtypes is a declared dependency; its types name the 16/8-bit floats numpy lacks
     import ml_dtypes
 except ImportError:  # pragma: no cover
     ml_dtypes = None
 
-# GGUF plain types: numpy type code without byte order
-GGUF_PLAIN = {"F32": "f4", "F16": "f2", "F64": "f8", "I8": "i1", "I16": "i2", "I32": "i4", "I64": "i8"}
+# GGUF plain types: numpy type code without byte order (the GGML type table's ``word``)
+GGUF_PLAIN = {t.name: t.word for t in GGML_TYPES.values() if t.word is not None}
 # safetensors dtypes that are numpy views (little-endian)
 ST_PLAIN = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2", "I8": "i1",
             "U64": "<u8", "U32": "<u4", "U16": "<u2", "U8": "u1", "BOOL": "?"}
@@ -71,19 +74,15 @@ def _decode_codec(t, raw: np.ndarray, rows: int, ne0: int) -> np.ndarray:
     """Q1_0 through its ``gguf_q1_0`` passthrough codec; the PrismML types through their exact v3 target
     (``transcode_ggml`` copies codes and multipliers, so decoding the target gives the source values)."""
     if t.dtype == "Q2_0":
-        name = "Q2_0_G128" if t.block == (128, 34) else "Q2_0_G64"
+        legacy = GGML_TYPES["Q2_0_G128"]
+        name = "Q2_0_G128" if t.block == (legacy.block_size, legacy.type_size) else "Q2_0_G64"
     else:
         name = t.read_type
-    try:
-        from ninfer_core import codecs
-        from ninfer_core.errors import NinferError
-    except ImportError:
-        raise _no_decoder(t, "ninfer_core.codecs is not available") from None
     shape = [rows, ne0]
     try:
-        fmt = f"gguf_{name.lower()}"
-        if fmt in codecs.FORMATS:
-            return np.asarray(codecs.decode(fmt, "ggml_blocks_v1", shape, raw), dtype=np.float32)
+        fmt = codecs.passthrough_format(name)
+        if fmt is not None:
+            return np.asarray(codecs.decode(fmt, codecs.FORMATS[fmt].layout, shape, raw), dtype=np.float32)
         targets = codecs.exact_targets(name)
         target = next((f for f in EXACT_TARGETS if f in targets), None)
         if target is None:

@@ -1,8 +1,11 @@
 """GGML tensor type ids as a GGUF file declares them: what each id can mean and what that fixes.
 
-Rules (seed 002, "事实与选定查询"; ``../shared/specs/qwen-gguf-conventions.md`` "Ternary and binary GGML types"):
+Block geometry comes from the project's one GGML type table, :mod:`ninfer_core.codecs.ggml_types` (gguf-py's
+types plus the fork types); this module adds only what a reader of old files must know on top of it: the
+ids whose meaning changed across ggml versions. Rules (docs/gguf-conventions.md "Ternary and binary GGML
+types"):
 
-- Stable ids take their name and ``(elements, bytes)`` per block from gguf-py's ``GGML_QUANT_SIZES``.
+- Stable ids take their name and ``(elements, bytes)`` per block from the GGML type table.
 - **Q8_1 (id 9)** has two published layouts (40 bytes per 32 elements in llama.cpp b1500, 36 in modern
   ggml), both under GGUF v3 / quantization version 2: the name is kept, the byte length of a non-empty
   tensor is unknown, the 32-element row block is still enforced.
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+from ninfer_core.codecs.ggml_types import BY_ID, BY_NAME
 
 # Candidate names per id 16-25 across the published ggml.h snapshots between b1500 and PR 6050 (each
 # IQ type inserted before I8/I16/I32, which moved up by one every time). Derived from the snapshot
@@ -45,17 +48,23 @@ AMBIGUOUS_CANDIDATES: dict[int, tuple[str, ...]] = {
     25: ("I32", "I16"),
 }
 
-Q8_1_LAYOUTS = ((32, 40), (32, 36))  # (b1500, modern ggml)
+def _block(name: str) -> tuple[int, int]:
+    """``(elements, bytes)`` of one block of ``name`` in the GGML type table."""
+    t = BY_NAME[name]
+    return t.block_size, t.type_size
+
+
+# (b1500, modern ggml). Reader-specific: gguf-py's (and so the GGML type table's) Q8_1 row is the 40-byte one.
+Q8_1_LAYOUTS = ((32, 40), (32, 36))
 K_QUANT_IDS = range(10, 16)
 K_QUANT_ROW_MULTIPLE = 64
 
 Q2_0_ID = 42
-Q2_0_LAYOUTS = {"prismml-legacy": (128, 34), "ggml-official": (64, 18)}
+Q2_0_LAYOUTS = {"prismml-legacy": _block("Q2_0_G128"), "ggml-official": _block("Q2_0_G64")}
 
-# PrismML fork ids, not in gguf-py (qwen-gguf-conventions.md table).
+# PrismML fork ids, not in gguf-py (docs/gguf-conventions.md table), as the GGML type table holds them.
 FORK_TYPES: dict[int, tuple[str, tuple[int, int]]] = {
-    142: ("PQ2_0", (128, 34)),
-    143: ("PTQ1_0", (128, 28)),
+    t.type_id: (t.name, _block(t.name)) for t in BY_NAME.values() if t.origin != "gguf-py" and t.type_id != Q2_0_ID
 }
 
 
@@ -84,14 +93,13 @@ class GGMLType:
 
 
 def _gguf_name(type_id: int) -> str | None:
-    try:
-        return GGMLQuantizationType(type_id).name
-    except ValueError:
-        return None
+    """The name gguf-py gives ``type_id`` today (None for an id it does not list)."""
+    found = [t for t in BY_ID.get(type_id, ()) if t.origin == "gguf-py"]
+    return found[0].name if found else None
 
 
 def _modern(name: str) -> tuple[str, tuple[int, int]]:
-    return name, tuple(GGML_QUANT_SIZES[GGMLQuantizationType[name]])
+    return name, _block(name)
 
 
 def ggml_type(type_id: int) -> GGMLType:
@@ -119,7 +127,7 @@ def ggml_type(type_id: int) -> GGMLType:
     name = _gguf_name(type_id)
     if name is None:
         return GGMLType(type_id, f"UNKNOWN_{type_id}", None, 1, "unknown")
-    block = tuple(GGML_QUANT_SIZES[GGMLQuantizationType(type_id)])
+    block = _block(name)
     return GGMLType(type_id, name, block, block[0], "known")
 
 
@@ -139,8 +147,8 @@ class Q2_0Resolution:
 
 
 def resolve_q2_0(ne0: int, elements: int, data_range: int, alignment: int) -> Q2_0Resolution:
-    """Resolve type id 42 from byte lengths (qwen-gguf-conventions.md: "resolved from the tensor's byte
-    length (34 vs 18 bytes per 128 elements), never assumed").
+    """Resolve type id 42 from byte lengths (docs/gguf-conventions.md: "resolved from the tensor's byte
+    length, never assumed").
 
     ``data_range`` is the distance from the tensor's start to the next tensor's start (or the end of the
     file). A layout is *possible* when the first dimension holds whole blocks and its length fits the

@@ -2,8 +2,8 @@
 integer formats, where each block keeps its multiplier, and the proof that a transcode kept every code and
 multiplier.
 
-Types (qwen-gguf-conventions.md "Ternary and binary GGML types"; block geometry from
-:mod:`ninfer_core.codecs.ggml_types`, which holds the fork ids as data):
+Types (docs/gguf-conventions.md "Ternary and binary GGML types"; block geometry and the byte offset of
+``d`` from :mod:`ninfer_core.codecs.ggml_types`, the one GGML type table, which holds the fork ids as data):
 
 ========== ====== ================ ========================= ==========================================
 type       ids    elements / bytes multiplier ``d``          codes
@@ -59,16 +59,16 @@ class TernaryType:
         return slice(self.scale_offset, self.scale_offset + 2)
 
 
-def _t(name: str, scale_last: bool, codes: str) -> TernaryType:
+def _t(name: str, codes: str) -> TernaryType:
     g = BY_NAME[name]
-    return TernaryType(name, g.type_id, g.block_size, g.type_size, g.type_size - 2 if scale_last else 0, codes)
+    return TernaryType(name, g.type_id, g.block_size, g.type_size, g.multipliers[0], codes)
 
 
-#: The table (data): type name → :class:`TernaryType`.
+#: The table (data): type name → :class:`TernaryType`; geometry and the place of ``d`` from the GGML type table.
 TYPES: dict[str, TernaryType] = {t.name: t for t in (
-    _t("TQ1_0", True, "ternary"), _t("TQ2_0", True, "two_bit"), _t("Q1_0", False, "binary"),
-    _t("Q2_0_G64", False, "two_bit"), _t("Q2_0_G128", False, "two_bit"), _t("PQ2_0", False, "two_bit"),
-    _t("PTQ1_0", True, "ternary"),
+    _t("TQ1_0", "ternary"), _t("TQ2_0", "two_bit"), _t("Q1_0", "binary"),
+    _t("Q2_0_G64", "two_bit"), _t("Q2_0_G128", "two_bit"), _t("PQ2_0", "two_bit"),
+    _t("PTQ1_0", "ternary"),
 )}
 #: v3 formats a ternary source converts into exactly (storage-layouts §6).
 TARGETS = ("t2_g128_fp16", "q2_g64_fp16")

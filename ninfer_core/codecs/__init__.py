@@ -49,6 +49,7 @@ from .base import (
 )
 from .ggml_types import GGMLType, candidates
 from .ggml_types import resolve as resolve_ggml_type
+from .traits import CodecTraits, all_traits, codec_traits, formats_with, passthrough_format
 from .transcode import TRANSCODES, run_transcode
 
 _ML_FLOATS = (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float4_e2m1fn)
@@ -56,9 +57,10 @@ TENSOR_LAYOUTS = frozenset(c.layout for c in FORMATS.values())
 LAYOUTS = TENSOR_LAYOUTS | {RAW_BYTES_ENCODING}
 
 __all__ = [
-    "ENCODERS", "FORMATS", "LAYOUTS", "RAW_BYTES_ENCODING", "TENSOR_LAYOUTS", "TRANSCODES", "GGMLType", "Plane",
-    "check", "decode", "element_count", "encode", "encoded_size", "exact_targets", "get_threads", "is_known",
-    "planes", "resolve_ggml_type", "row_view", "set_threads", "transcode_ggml", "validate_combination",
+    "ENCODERS", "FORMATS", "LAYOUTS", "RAW_BYTES_ENCODING", "TENSOR_LAYOUTS", "TRANSCODES", "CodecTraits", "GGMLType",
+    "Plane", "all_traits", "check", "codec_traits", "decode", "element_count", "encode", "encoded_size",
+    "exact_targets", "formats_with", "get_threads", "is_known", "passthrough_format", "planes", "resolve_ggml_type",
+    "row_view", "set_threads", "transcode_ggml", "validate_combination",
 ]
 
 
@@ -91,8 +93,9 @@ def _codec(fmt: str, layout: str, shape: Sequence[int], divisors: int) -> tuple[
     dims = _shape(shape)
     if isinstance(divisors, bool) or not isinstance(divisors, int | np.integer) or divisors < 1:
         raise fail(f"divisors must be a positive integer, got {divisors!r}", "divisors_invalid", "container §5.1")
-    if divisors != 1 and fmt != "nvfp4":
-        raise fail(f"divisors = {divisors} is only allowed for nvfp4, not {fmt}", "divisors_not_allowed",
+    if divisors != 1 and not codec.divisors_per_member:
+        allowed = ", ".join(formats_with(divisors_per_member=True))
+        raise fail(f"divisors = {divisors} is only allowed for {allowed}, not {fmt}", "divisors_not_allowed",
                    "container §5.1")
     return codec, codec.geometry(dims, int(divisors))
 

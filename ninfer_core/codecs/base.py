@@ -256,6 +256,12 @@ class Codec:
     row_quantum: ClassVar[int] = 1
     # rule -> (severity, message); message is formatted with the count, the first location and the format.
     findings: ClassVar[dict[str, tuple[str, str]]] = {}
+    # Traits: what converters ask about a format instead of comparing its name (traits.py, docs/format/codec-traits.md).
+    divisors_per_member: ClassVar[bool] = False  # divisors > 1 allowed: one weight divisor per stacked member
+    whole_object: ClassVar[bool] = False  # encoded whole (whole-matrix quantities), not row block by row block
+    tolerance_class: ClassVar[str]  # the accuracy class of a requantization into this format
+    ggml_passthrough: ClassVar[bool] = False  # GGML blocks stored as they are
+    integer_word: ClassVar[str | None] = None  # numpy type of the words when they hold integers
 
     def __init_subclass__(cls, fmt: str | None = None, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -276,6 +282,16 @@ class Codec:
     def plane_specs(cls, shape: tuple[int, ...], divisors: int) -> tuple[list[PlaneSpec], dict]:
         """The plane list in order, and format-specific sizes for the kernels."""
         raise NotImplementedError
+
+    @classmethod
+    def bits_per_weight(cls) -> float:
+        """Storage bits per element, group multipliers included (per-row and per-tensor extras not)."""
+        raise NotImplementedError
+
+    @classmethod
+    def multiplier_group(cls) -> int | None:
+        """Elements that share one multiplier along a row, for formats with fixed groups (else None)."""
+        return None
 
     @classmethod
     def n_rows(cls, shape: tuple[int, ...]) -> int:

@@ -25,6 +25,10 @@ class ContiguousCodec(Codec):
     findings = {"non_finite_value": ("WARNING", "non-finite value(s)")}
 
     @classmethod
+    def bits_per_weight(cls) -> float:
+        return 8.0 * cls.word.itemsize
+
+    @classmethod
     def check_shape(cls, shape: tuple[int, ...], divisors: int) -> None:
         if len(shape) > MAX_RANK:
             raise fail(f"{cls.format} allows rank 0..{MAX_RANK}, got rank {len(shape)}", "shape_rank", "container §6.2")
@@ -63,6 +67,7 @@ class ContiguousCodec(Codec):
 
 class BF16(ContiguousCodec, fmt="bf16"):
     word = np.dtype("<u2")
+    tolerance_class = "bf16"
 
     @classmethod
     def decode_block(cls, geom: Geometry, views: dict[str, np.ndarray], r0: int, r1: int, out: np.ndarray) -> None:
@@ -83,10 +88,13 @@ class BF16(ContiguousCodec, fmt="bf16"):
 
 class FP32(ContiguousCodec, fmt="fp32"):
     word = np.dtype("<f4")
+    tolerance_class = "fp32"
 
 
 class Int32(ContiguousCodec, fmt="int32"):
     word = np.dtype("<i4")
+    tolerance_class = "integer"
+    integer_word = "<i4"
 
     @classmethod
     def from_values(cls, x: np.ndarray) -> np.ndarray:

@@ -28,10 +28,15 @@ def bf16_to_f32(words: np.ndarray) -> np.ndarray:
 class FP8Row(Codec, fmt="fp8_e4m3fn_row_bf16"):
     layout = "row_scale_v1"
     section = "storage-layouts §2"
+    tolerance_class = "fp8-e4m3"
     findings = {
         "invalid_code": ("ERROR", "NaN code(s) 0x7F/0xFF"),
         "non_finite_multiplier": ("ERROR", "non-finite BF16 row scale(s)"),
     }
+
+    @classmethod
+    def bits_per_weight(cls) -> float:
+        return 8.0  # plus one BF16 scale per row
 
     @classmethod
     def check_shape(cls, shape: tuple[int, ...], divisors: int) -> None:

@@ -52,10 +52,17 @@ class NVFP4(Codec, fmt="nvfp4"):
     layout = "block_scale_k16_m128x4_v1"
     section = "storage-layouts §3"
     row_quantum = TILE_ROWS
+    divisors_per_member = True
+    whole_object = True  # the divisor is the amax of the whole matrix (of each stacked member)
+    tolerance_class = "fp4-e2m1"
     findings = {
         "block_scale_nan": ("ERROR", "NaN block scale(s) (E4M3FN 0x7F/0xFF)"),
         "block_scale_sign": ("ERROR", "block scale(s) with the sign bit set (must be unsigned UE4M3)"),
     }
+
+    @classmethod
+    def bits_per_weight(cls) -> float:
+        return 4 + 8 / 16  # an E2M1 code, and an E4M3FN block scale per 16 elements
 
     @classmethod
     def check_shape(cls, shape: tuple[int, ...], divisors: int) -> None:

@@ -9,8 +9,8 @@ Decoding follows ggml: gguf-py's ``gguf.quants.dequantize`` where it has a decod
 quantizer where gguf-py has one (the ``absmax`` encoder name stands for it); other types are only ever
 copied from a source file (``transcode_ggml``).
 
-``check`` reads the FP16 multipliers at the byte offsets of ``FP16_MULTIPLIERS`` (from ggml's block
-structs, as gguf-py's decoders split them) and reports non-finite ones as errors, without decoding.
+``check`` reads the FP16 multipliers at the byte offsets the GGML type table records
+(``GGMLType.multipliers``, from ggml's block structs) and reports non-finite ones as errors, without decoding.
 """
 
 from __future__ import annotations
@@ -27,21 +27,6 @@ from .ggml_types import GGUF_PY_TYPES, GGMLType
 
 LAYOUT = "ggml_blocks_v1"
 
-
-# Byte offsets of the FP16 multipliers (d, dmin, m) inside one block of each type.
-FP16_MULTIPLIERS = {
-    "Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q8_0": (0,),
-    "Q2_K": (80, 82),  # scales[16] qs[64] d dmin
-    "Q3_K": (108,),  # hmask[32] qs[64] scales[12] d
-    "Q4_K": (0, 2), "Q5_K": (0, 2),  # d dmin scales[12] ...
-    "Q6_K": (208,),  # ql[128] qh[64] scales[16] d
-    "IQ2_XXS": (0,), "IQ2_XS": (0,), "IQ2_S": (0,), "IQ3_XXS": (0,), "IQ3_S": (0,), "IQ1_S": (0,),
-    "IQ4_NL": (0,), "IQ4_XS": (0,),
-    "TQ1_0": (52,),  # qs[48] qh[4] d
-    "TQ2_0": (64,),  # qs[64] d
-    "Q1_0": (0,),
-}
-
 _PLAIN = (GGMLQuantizationType.F32, GGMLQuantizationType.F16)  # gguf.quants handles these without a class
 
 
@@ -53,9 +38,15 @@ def _gguf_py_can_quantize(qt: GGMLQuantizationType) -> bool:
 class GGMLPassthrough(Codec):
     layout = LAYOUT
     section = "storage-layouts §5"
+    ggml_passthrough = True
+    tolerance_class = "passthrough"
     ggml: ClassVar[GGMLType]
     qtype: ClassVar[GGMLQuantizationType]
     findings = {"non_finite_multiplier": ("ERROR", "block(s) with a non-finite FP16 multiplier")}
+
+    @classmethod
+    def bits_per_weight(cls) -> float:
+        return 8 * cls.ggml.type_size / cls.ggml.block_size
 
     @classmethod
     def check_shape(cls, shape: tuple[int, ...], divisors: int) -> None:
@@ -85,7 +76,7 @@ class GGMLPassthrough(Codec):
     @classmethod
     def check_block(cls, geom: Geometry, views: dict[str, np.ndarray], r0: int, r1: int) -> Tally:
         t = Tally()
-        at = FP16_MULTIPLIERS.get(cls.ggml.name)
+        at = cls.ggml.multipliers
         if at:
             blocks = views["blocks"][r0:r1].reshape(r1 - r0, -1, cls.ggml.type_size)
             words = np.stack([blocks[..., i].astype(np.uint16) | (blocks[..., i + 1].astype(np.uint16) << 8)
@@ -104,7 +95,9 @@ class GGMLPassthrough(Codec):
 def _register() -> None:
     for t in GGUF_PY_TYPES:
         qt = GGMLQuantizationType[t.name]
-        ns = {"ggml": t, "qtype": qt, "encoders": ("absmax",) if _gguf_py_can_quantize(qt) else ()}
+        integer = t.word is not None and t.word.startswith("i")
+        ns = {"ggml": t, "qtype": qt, "encoders": ("absmax",) if _gguf_py_can_quantize(qt) else (),
+              "integer_word": f"<{t.word}" if integer else None}
         type(f"GGUF_{t.name}", (GGMLPassthrough,), ns, fmt=f"gguf_{t.name.lower()}")
 
 

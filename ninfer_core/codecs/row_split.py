@@ -68,6 +68,15 @@ class RowSplitCodec(Codec):
                                            "zero code / +0.0"),
         }
 
+    # --- traits -------------------------------------------------------------------------------------
+    @classmethod
+    def bits_per_weight(cls) -> float:
+        return cls.bits + 16 / cls.group
+
+    @classmethod
+    def multiplier_group(cls) -> int:
+        return cls.group
+
     # --- geometry -----------------------------------------------------------------------------------
     @classmethod
     def check_shape(cls, shape: tuple[int, ...], divisors: int) -> None:
@@ -177,6 +186,7 @@ class Q2(RowSplitCodec, fmt="q2_g64_fp16"):
 
     bits, low_bits, group = 2, 2, 64
     vmin, vmax, offset_codes = -1, 2, True
+    tolerance_class = "int2"
     mse_factors = np.linspace(0.3, 1.0, 15, dtype=np.float32)
 
 
@@ -185,6 +195,7 @@ class Q4(RowSplitCodec, fmt="q4_g64_fp16"):
 
     bits, low_bits, group = 4, 4, 64
     vmin, vmax = -7, 7
+    tolerance_class = "int4"
 
 
 class Q5(RowSplitCodec, fmt="q5_g64_fp16"):
@@ -192,6 +203,7 @@ class Q5(RowSplitCodec, fmt="q5_g64_fp16"):
 
     bits, low_bits, high_bits, group = 5, 4, 1, 64
     vmin, vmax = -15, 15
+    tolerance_class = "int5"
 
 
 class Q6(RowSplitCodec, fmt="q6_g64_fp16"):
@@ -199,6 +211,7 @@ class Q6(RowSplitCodec, fmt="q6_g64_fp16"):
 
     bits, low_bits, high_bits, group = 6, 4, 2, 64
     vmin, vmax = -31, 31
+    tolerance_class = "int6"
 
 
 class Q8(RowSplitCodec, fmt="q8_g32_fp16"):
@@ -206,6 +219,7 @@ class Q8(RowSplitCodec, fmt="q8_g32_fp16"):
 
     bits, low_bits, group = 8, 8, 32
     vmin, vmax = -127, 127
+    tolerance_class = "int8"
     invalid_pattern, invalid_desc = 0x80, "code -128"
 
 
@@ -214,5 +228,6 @@ class T2(RowSplitCodec, fmt="t2_g128_fp16"):
 
     bits, low_bits, group = 2, 2, 128
     vmin, vmax = -1, 1
+    tolerance_class = "ternary"
     invalid_pattern, invalid_desc = 0b10, "code 0b10"
     mse_factors = np.linspace(0.3, 1.0, 15, dtype=np.float32)

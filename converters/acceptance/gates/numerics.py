@@ -6,7 +6,8 @@ Parameters are materialised one at a time (:class:`~converters.acceptance.gates.
 and head only for the rows the tokens and head blocks need, so memory stays near one layer's weights.
 
 Thresholds depend on the artifact's precision class — the coarsest format among the objects bound to the
-text parameters, exact objects not counting:
+text parameters, exact objects not counting; a format's class follows from its codec's tolerance class
+(:data:`TOLERANCE_CLASS_PRECISION`; docs/thresholds.md §Golden):
 
 =================  ==========  =====  ======================================================================
 class              min cosine  top-1  measured on the tiny Qwen3.5 (these 16 tokens; random weights amplify
@@ -38,6 +39,7 @@ from converters.acceptance.gates.decode import ArtifactRows, LazyParameters, Sou
 from converters.acceptance.gates.values import EXACT_LABELS, object_facts
 from converters.acceptance.golden import TextSpec, compare_logits, forward, parameter_shapes
 from converters.errors import ConverterError
+from ninfer_core import codecs
 
 N_TOKENS = 16
 TOKEN_SEED = 20260407
@@ -58,9 +60,20 @@ CLASSES = {
     "6-bit": Threshold("6-bit", 0.85, 0.25),
     "4-bit": Threshold("4-bit", 0.75, 0.25),
 }
-FORMAT_CLASS = {"fp32": "16-bit", "bf16": "16-bit", "q8_g32_fp16": "8-bit", "fp8_e4m3fn_row_bf16": "8-bit",
-                "q6_g64_fp16": "6-bit", "q5_g64_fp16": "6-bit"}
 ORDER = ("exact", "16-bit", "8-bit", "6-bit", "4-bit")
+#: a codec's tolerance class (docs/format/codec-traits.md) -> precision class; any other class is 4-bit
+TOLERANCE_CLASS_PRECISION = {"fp32": "16-bit", "bf16": "16-bit", "int8": "8-bit", "fp8-e4m3": "8-bit",
+                             "int6": "6-bit", "int5": "6-bit"}
+
+
+def format_precision(fmt: str) -> str:
+    """The precision class of a re-quantised object of format ``fmt`` (an unknown format: ``4-bit``)."""
+    codec = codecs.FORMATS.get(fmt)
+    return TOLERANCE_CLASS_PRECISION.get(codec.tolerance_class, "4-bit") if codec is not None else "4-bit"
+
+
+#: format -> precision class, for the registered formats above 4-bit (the list of docs/thresholds.md §Golden)
+FORMAT_CLASS = {f: c for f in codecs.FORMATS if (c := format_precision(f)) != "4-bit"}
 
 
 def golden_tokens(vocab_size: int, n: int = N_TOKENS) -> np.ndarray:
@@ -79,7 +92,7 @@ def precision_class(art, names) -> Threshold:
         if exactness in EXACT_LABELS:
             continue
         for f in formats:
-            c = FORMAT_CLASS.get(f, "4-bit")
+            c = format_precision(f)
             if ORDER.index(c) > ORDER.index(worst):
                 worst = c
     return CLASSES[worst]

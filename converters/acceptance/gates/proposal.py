@@ -25,12 +25,12 @@ from converters.acceptance.gates.codes import Issue
 from converters.acceptance.gates.decode import SourceRows
 from converters.acceptance.gates.values import Target
 from converters.pipeline.proposal import HEAD, TEXT_HEAD, TOKEN_IDS
-from ninfer_core import TensorObject
+from ninfer_core import TensorObject, codecs
 from ninfer_core.errors import NinferError
 
-#: formats that hold integers, and their little-endian element type (read as integers: the codecs decode to
-#: float32, which rounds ids above 2^24)
-INTEGER_FORMATS = {"int32": "<i4", "gguf_i8": "i1", "gguf_i16": "<i2", "gguf_i32": "<i4", "gguf_i64": "<i8"}
+#: formats that hold integers (codec trait ``integer_word``, docs/format/codec-traits.md), and their
+#: little-endian element type (read as integers: the codecs decode to float32, which rounds ids above 2^24)
+INTEGER_FORMATS = {f: t.integer_word for f, t in codecs.all_traits().items() if t.integer_word is not None}
 SHOWN = 5
 
 
