@@ -129,7 +129,7 @@ def target_codes(fmt: str, data, shape: tuple[int, int]) -> tuple[np.ndarray, np
     buf = np.frombuffer(bytes(data), dtype=np.uint8) if not isinstance(data, np.ndarray) else data.reshape(-1)
     planes = {p.name: buf[p.offset:p.offset + p.size].reshape(n, -1) for p in codecs.planes(fmt, codec.layout, shape)}
     u = bitpack.unpack(np.ascontiguousarray(planes["low"]), 2)[:, :k].astype(np.int8)
-    values = u - 1 if fmt == "q2_g64_fp16" else np.where(u >= 2, u - 4, u).astype(np.int8)
+    values = u - 1 if codec.offset_codes else np.where(u >= 2, u - 4, u).astype(np.int8)
     return values.astype(np.int8), np.ascontiguousarray(planes["scale"]).view("<u2")
 
 

@@ -192,7 +192,7 @@ def transcode_ggml(ggml_type: int | str, raw, shape: Sequence[int], target_forma
                    "no_exact_transcode", "storage-layouts §6", where=tensor)
     codec = FORMATS[target_format]
     _, geom = _codec(target_format, codec.layout, dims, 1)
-    if codec.layout == "contiguous_le_v1":
+    if codec.layout == contiguous.ContiguousCodec.layout:
         src = buf.reshape(geom.n_rows, -1)
     else:
         if len(dims) != 2 or dims[1] % t.block_size:
