@@ -53,7 +53,7 @@ def print_report(r) -> None:
         more = len(g.issues) - 1
         if more > 0 and worst is not None:
             evidence += f" (+{more} more)"
-        rows.append([g.number, g.name, f"[{STYLE.get(g.status, 'white')}]{status}[/]", evidence])
+        rows.append([g.number, g.title, f"[{STYLE.get(g.status, 'white')}]{status}[/]", evidence])
     console.print(table(f"verify {r.artifact}" + (f" against {r.source}" if r.source else " (no source)"),
                         ["gate", "name", "status", "evidence"], rows))
     g4, g7 = r.gate(4).evidence, r.gate(7).evidence

@@ -99,7 +99,7 @@ def run_case(case: Case, workdir: Path, *, expected_dir: Path = EXPECTED_DIR, up
     except NinferError as exc:
         return CaseResult(case, "error", error=str(exc), seconds=time.perf_counter() - started)
     res = CaseResult(case, "pass", objects=len(digest["objects"]), verify=report.result)
-    res.verify_failures = [f"gate {g.number} {g.name}: {i.code} {i.evidence}" for g in report.gates
+    res.verify_failures = [f"gate {g.number} {g.title}: {i.code} {i.evidence}" for g in report.gates
                            for i in g.issues if i.severity == "ERROR"]
     path = case.expected_path(expected_dir)
     old = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None

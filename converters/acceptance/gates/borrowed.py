@@ -24,7 +24,8 @@ import hashlib
 from collections import Counter
 from pathlib import Path
 
-from converters.acceptance.gates.codes import Issue
+from converters.acceptance.gates.codes import finding
+from converters.acceptance.report import Finding
 from ninfer_core.errors import NinferError
 
 CHUNK = 64 * 1024 * 1024
@@ -120,7 +121,7 @@ def _first_difference(art, rec, tpl, trec) -> int | None:
     return None
 
 
-def check_borrowed(art, template=None) -> tuple[list[Issue], list[dict]]:
+def check_borrowed(art, template=None) -> tuple[list[Finding], list[dict]]:
     """Every borrowed object against its template (see the module docstring); issues and one row per object."""
     templates = _Templates(template)
     issues, rows = [], []
@@ -137,13 +138,13 @@ def check_borrowed(art, template=None) -> tuple[list[Issue], list[dict]]:
                 trec = tpl.object(oid) if oid in {o.id for o in tpl.objects} else None
                 if trec is None or trec.kind != rec.kind or getattr(trec, "format", None) != getattr(rec, "format", None):
                     what = "lacks it" if trec is None else f"holds a {trec.kind} {getattr(trec, 'format', '') or ''}"
-                    issues.append(Issue("VERIFY_BORROWED_MISMATCH", f"borrowed {oid}: the template {path.name} {what}",
+                    issues.append(finding("VERIFY_BORROWED_MISMATCH", f"borrowed {oid}: the template {path.name} {what}",
                                         path=oid))
                     rows.append({**row, "status": "differs"})
                     continue
                 first = _first_difference(art, rec, tpl, trec)
                 if first is not None:
-                    issues.append(Issue("VERIFY_BORROWED_MISMATCH", f"borrowed {oid} differs from the template "
+                    issues.append(finding("VERIFY_BORROWED_MISMATCH", f"borrowed {oid} differs from the template "
                                         f"{path.name}: {rec.bytes} vs {trec.bytes} bytes, first difference at byte "
                                         f"{first}", path=oid, detail={"first_difference": first}))
                 rows.append({**row, "status": IDENTICAL if first is None else "differs"})
@@ -151,14 +152,14 @@ def check_borrowed(art, template=None) -> tuple[list[Issue], list[dict]]:
                 got = _sha256(art, rec)
                 row["against"] = "provenance sha256"
                 if got != recorded:
-                    issues.append(Issue("VERIFY_BORROWED_MISMATCH", f"borrowed {oid}: sha256 {got[:16]}…, provenance "
+                    issues.append(finding("VERIFY_BORROWED_MISMATCH", f"borrowed {oid}: sha256 {got[:16]}…, provenance "
                                         f"records the template's {recorded[:16]}…", path=oid,
                                         detail={"sha256": got, "recorded": recorded}))
                 rows.append({**row, "status": IDENTICAL if got == recorded else "differs"})
             else:
                 why = templates.errors.get(path, "no template path recorded") if path is not None else \
                     "no template path recorded"
-                issues.append(Issue("VERIFY_BORROWED_UNCHECKED", f"borrowed {oid}: no sha256 recorded and the "
+                issues.append(finding("VERIFY_BORROWED_UNCHECKED", f"borrowed {oid}: no sha256 recorded and the "
                                     f"template cannot be opened ({why}); pass --template TPL", path=oid))
                 rows.append({**row, "status": "unchecked"})
     finally:

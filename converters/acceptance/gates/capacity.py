@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from converters.acceptance.gates.codes import Issue
+from converters.acceptance.gates.codes import finding
+from converters.acceptance.report import Finding
 
 KV_DTYPE_BYTES = 2  # BF16
 STATE_DTYPE_BYTES = 4  # FP32 recurrent state
@@ -62,7 +63,7 @@ def _layer_types(cfg) -> list[str]:
     return ["full_attention"] * n
 
 
-def kv_cache(config, *, context: int | None, batch: int | None) -> tuple[dict, list[Issue]]:
+def kv_cache(config, *, context: int | None, batch: int | None) -> tuple[dict, list[Finding]]:
     """The KV-cache and state figures of a text config (``memory`` section) and Gate D issues.
 
     Read from the config's HF fields directly (not through an architecture), so every text model with
@@ -79,17 +80,17 @@ def kv_cache(config, *, context: int | None, batch: int | None) -> tuple[dict, l
         dv = _int(cfg, "linear_value_head_dim") if linear else 0
         kernel = _int(cfg, "linear_conv_kernel_dim") if linear else 1
     except (KeyError, ZeroDivisionError) as exc:
-        return {}, [Issue("NINFER_CAP_CONFIG_INCOMPLETE", f"text config field {exc.args[0] if exc.args else ''!s} is "
+        return {}, [finding("NINFER_CAP_CONFIG_INCOMPLETE", f"text config field {exc.args[0] if exc.args else ''!s} is "
                           "missing or not a non-negative integer; KV-cache bytes not computed",
                           path="$.components.text.config")]
     issues = []
     max_pos = cfg.get("max_position_embeddings")
     ctx = context if context is not None else max_pos
     if isinstance(ctx, bool) or not isinstance(ctx, int) or ctx <= 0:
-        return {}, [Issue("NINFER_CAP_CONFIG_INCOMPLETE", "max_position_embeddings is missing and no --context was "
+        return {}, [finding("NINFER_CAP_CONFIG_INCOMPLETE", "max_position_embeddings is missing and no --context was "
                           "given; KV-cache bytes not computed", path="$.components.text.config")]
     if context is not None and isinstance(max_pos, int) and context > max_pos:
-        issues.append(Issue("NINFER_CAP_CONTEXT_EXCEEDS", f"--context {context} exceeds max_position_embeddings "
+        issues.append(finding("NINFER_CAP_CONTEXT_EXCEEDS", f"--context {context} exceeds max_position_embeddings "
                             f"{max_pos}; the service must cap the context", path="$.components.text.config"))
     b = batch or 1
     full = kinds.count("full_attention")

@@ -1,15 +1,17 @@
-"""Finding codes of ``.ninfer`` acceptance: one table for ``convert validate`` (Gates A–F) and ``convert verify``
-(gates 1–7), each code with its fixed severity and the gate that reports it.
+"""Finding codes of ``.ninfer`` acceptance: one table for ``convert validate`` (gates A–F), ``convert verify``
+(gates 1–7) and ``convert check`` (checks 1–3), each code with its fixed severity and the gates that report it
+(docs/acceptance.md "Gate registry").
 
 A code has one meaning whichever command reports it: ``convert verify``'s structure, coverage and codec gates
-run the same checks as ``convert validate``'s Gates A/B/C/F and report the same codes. ``validate`` is
-static (the artifact alone); codes whose ``validate`` gate is ``None`` need the source and are reported only by
-``verify`` (values, order, resources against the source, golden numerics).
+run the same checks as ``convert validate``'s gates A/B/C/F and report the same codes. ``validate`` is
+static (the artifact alone) and files each finding under its code's letter; codes whose ``validate`` gate is
+``None`` need the source and are reported only by ``verify`` (values, order, resources against the source,
+golden numerics) or are ``check``'s (``CHECK_*``). :func:`finding` makes every finding of these codes.
 
 :data:`VALIDATE_CODES` is the :class:`~converters.acceptance.report.CodeTable` of ``convert validate``;
 ``docs/validation-codes.md`` documents every row of :data:`SPECS` (a test compares the two).
 
-Severities (seed 004 §10, ``specs/validation-report.md``): ``ERROR`` rejects; ``BLOCKED_REPRODUCIBILITY`` may
+Severities (docs/acceptance.md "One finding model"): ``ERROR`` rejects; ``BLOCKED_REPRODUCIBILITY`` may
 run but may not be called reproducible; ``WARNING_ARTIFACT`` (the ``WARNING_<AREA>`` a ``.ninfer`` artifact
 adds) is a writer-hygiene or completeness defect that does not change a decoded value; ``WARNING_SERVICE``
 constrains the serving layer; ``INFO`` is reported, not judged.
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from converters.acceptance.report import CodeSpec, CodeTable
+from converters.acceptance.report import CodeSpec, CodeTable, Finding
 
 E, B, W, S, INFO = "ERROR", "BLOCKED_REPRODUCIBILITY", "WARNING_ARTIFACT", "WARNING_SERVICE", "INFO"
 
@@ -36,7 +38,7 @@ class GateCode:
 
 
 SPECS: tuple[GateCode, ...] = (
-    # filesystem and framing (container §2–§3, §11.1–§11.2; seed 004 §9 Gate A)
+    # filesystem and framing (docs/format/container.md §2–§3, §11.1–§11.2; gate A)
     GateCode("NINFER_ENTRY_UNREADABLE", E, "A", 1, "The entry file is missing, unreadable or not a regular file."),
     GateCode("NINFER_FRAMING", E, "A", 1, "The entry header is broken: magic, JSON length or JSON size limit (§3.1)."),
     GateCode("NINFER_PART_MISSING", E, "A", 1, "A declared continuation part is missing or cannot be read (§3.2)."),
@@ -46,12 +48,12 @@ SPECS: tuple[GateCode, ...] = (
     GateCode("NINFER_READ_FAILED", E, "A", 1, "Reading the artifact failed while a check ran (a damaged or missing part; the read error is in the evidence)."),
     GateCode("NINFER_ALIGNMENT_ZONE", W, "A", 1, "An alignment zone holds non-zero bytes; the writer fills it with zeros (§3.1, §3.2)."),
     GateCode("NINFER_UNKNOWN_FILE", INFO, "A", None, "A file named like a part or temporary of this artifact that the directory does not declare."),
-    # schema (container §1, §4–§10; seed 004 Gate B)
+    # schema (docs/format/container.md §1, §4–§10; gate B)
     GateCode("NINFER_SCHEMA", E, "B", 1, "The JSON directory breaks a schema rule: syntax, field, type, ID or enumeration (§1, §4–§10)."),
     GateCode("NINFER_ENCODING", E, "B", 3, "An object's format, layout, shape or divisors is unknown or not allowed, or its bytes are not its encoded size (§5.3, §6)."),
     GateCode("NINFER_CONTAINER_RULE", E, "B", 1, "Another container rule is broken (the rule is named in the evidence)."),
     GateCode("NINFER_CONFIG_INVALID", E, "B", 2, "A component's config (components.<id>.config) lacks a field its architecture needs, or holds an invalid value."),
-    # cross-reference (container §4.2, §5.3, §7–§9; seed 004 Gate C)
+    # cross-reference (docs/format/container.md §4.2, §5.3, §7–§9; gate C)
     GateCode("NINFER_REFERENCE", E, "C", 1, "A reference names a missing object, an object of the wrong kind, or a range outside its object (§4.2, §7–§9)."),
     GateCode("NINFER_OBJECT_RANGE", E, "C", 1, "Objects are out of order, overlap, are misaligned or lie beyond the payload (§5.3)."),
     GateCode("NINFER_BINDING_MISSING", E, "C", 2, "A logical parameter the architecture requires for a selected component is not bound."),
@@ -62,10 +64,10 @@ SPECS: tuple[GateCode, ...] = (
     GateCode("NINFER_USE_INPUT", E, "C", 2, "A use's input differs from the contract's input for its parameter (§8)."),
     GateCode("NINFER_PROPOSAL_TOKEN_IDS", E, "C", 2, "proposal/token_ids of an indexed proposal is not an integer tensor, or names a token outside the text vocabulary or one token twice (§9.2)."),
     GateCode("NINFER_COVERAGE_UNCHECKED", INFO, "C", 2, "A component whose parameter list could not be derived (no mapping for it, or its config lacks a field); its bindings were not checked."),
-    # capacity (seed 004 Gate D)
+    # capacity (gate D)
     GateCode("NINFER_CAP_CONFIG_INCOMPLETE", W, "D", None, "KV-cache or state bytes cannot be computed: the text config lacks a field."),
     GateCode("NINFER_CAP_CONTEXT_EXCEEDS", S, "D", None, "The requested --context exceeds the model's max_position_embeddings."),
-    # supply chain (container §10; seed 004 Gate E)
+    # supply chain (docs/format/container.md §10; gate E)
     GateCode("NINFER_SUPPLY_PROVENANCE_MISSING", B, "E", None, "The artifact has no provenance block (§10)."),
     GateCode("NINFER_SUPPLY_SOURCE_MISSING", B, "E", None, "provenance.source lacks the source's kind, size or hash."),
     GateCode("NINFER_SUPPLY_CONVERTER_MISSING", B, "E", None, "provenance.converter lacks the converter's name or version."),
@@ -74,7 +76,7 @@ SPECS: tuple[GateCode, ...] = (
     GateCode("NINFER_SUPPLY_RESOURCE_HASH", E, "E", 6, "A resource's bytes do not match the sha256 its provenance records."),
     GateCode("NINFER_SUPPLY_BORROWED", INFO, "E", None, "Objects borrowed byte-for-byte from a template (counted by prefix)."),
     GateCode("NINFER_SUPPLY_REQUANTIZED", INFO, "E", None, "Requantized objects and their measured error (worst cosine)."),
-    # pre-run checks without a GPU (seed 004 Gate F)
+    # pre-run checks without a GPU (gate F)
     GateCode("NINFER_CODEC_INVALID", E, "F", 3, "An object's bytes hold invalid codes, non-finite multipliers or invalid divisors (storage-layouts)."),
     GateCode("NINFER_CODEC_WARNING", W, "F", 3, "An object's bytes have non-zero padding, negative multipliers or non-finite values (writer hygiene)."),
     GateCode("NINFER_AUX_HADAMARD", E, "F", 3, "hadamard_signs: width not a multiple of 1024 or not the matrix's K, values not +-1, or widths table disagrees (storage-layouts §7)."),
@@ -82,7 +84,7 @@ SPECS: tuple[GateCode, ...] = (
     GateCode("NINFER_AUX_DIVISOR", E, "F", 3, "An activation divisor is not a positive finite number (§8)."),
     GateCode("NINFER_AUX_UNKNOWN", W, "F", 3, "An auxiliary kind this validator does not know was not checked (§8)."),
     GateCode("NINFER_RUNTIME_RUN_REQUIRED", INFO, "F", None, "Static acceptance done; convert verify --source (values, order, golden numerics) must still run."),
-    # verify only: the artifact against its source (issue 7 gates 4-7)
+    # verify only: the artifact against its source (gates 4-7)
     GateCode("VERIFY_SKIPPED_NO_SOURCE", INFO, None, 4, "A gate that compares with the source (4, 5, 7; 6 in part) was skipped: no --source given."),
     GateCode("VERIFY_SOURCE_MISMATCH", E, None, 4, "The given source is not the one provenance records (header sha256 or size differ)."),
     GateCode("VERIFY_PARAMETER_UNREADABLE", E, None, 4, "A bound parameter cannot be decoded from the artifact or computed from the source."),
@@ -97,6 +99,10 @@ SPECS: tuple[GateCode, ...] = (
     GateCode("VERIFY_BORROWED_UNCHECKED", E, None, 4, "An object borrowed from a template could not be compared: no sha256 recorded and the template cannot be opened (pass --template)."),
     GateCode("VERIFY_GOLDEN_LOGITS", E, None, 7, "Golden forward logits of the artifact disagree with the source's beyond the precision class's thresholds."),
     GateCode("VERIFY_GOLDEN_UNAVAILABLE", INFO, None, 7, "The golden forward does not cover this architecture or component; not run."),
+    # check only: the conversion's self-test before writing (checks 1-3)
+    GateCode("CHECK_GEOMETRY_MISMATCH", E, None, None, "check 1: a group's payload bytes are not what the storage layout's arithmetic gives (docs/format/layouts.md)."),
+    GateCode("CHECK_ROUNDTRIP_FAILED", E, None, None, "check 2: a sampled tensor's bytes, codes or decoded values differ after the transcode, or its multipliers look read at a wrong offset."),
+    GateCode("CHECK_PRODUCER_FAILED", E, None, None, "check 3: an object could not be produced, or produced a byte count other than its planned encoded size."),
 )
 
 BY_CODE: dict[str, GateCode] = {c.code: c for c in SPECS}
@@ -112,31 +118,17 @@ def spec(code: str) -> GateCode:
     return BY_CODE[code]
 
 
-@dataclass(frozen=True)
-class Issue:
-    """One observation of a gate check, before a command turns it into its report's finding.
+def finding(code: str, evidence: str, *, path: str | None = None, file: str | None = None,
+            detail: dict | None = None) -> Finding:
+    """The :class:`~converters.acceptance.report.Finding` of ``code``: its severity from :data:`SPECS`, its gate
+    the code's ``validate`` letter (``None`` for a code only verify or check reports; the report files it
+    under the gate that ran). ``evidence`` is one sentence a reader can act on; ``path`` a JSON path or
+    logical name; ``file`` a file name relative to the artifact's directory; ``detail`` structured numbers.
+    An undocumented code fails here, where it is made (KeyError: a programming error)."""
+    c = spec(code)
+    return Finding(c.severity, code, c.validate_gate, evidence, path=path or None, file=file or None,
+                   detail=detail or None)
 
-    ``code`` fixes severity and gates (:data:`SPECS`); ``evidence`` is one sentence a reader can act on;
-    ``path`` a JSON path or logical name; ``file`` a file name relative to the artifact's directory;
-    ``detail`` structured numbers."""
 
-    code: str
-    evidence: str
-    path: str | None = None
-    file: str | None = None
-    detail: dict | None = None
-
-    def __post_init__(self) -> None:
-        spec(self.code)  # undocumented codes fail where they are made
-
-    @property
-    def severity(self) -> str:
-        return spec(self.code).severity
-
-    def to_dict(self) -> dict:
-        out = {"severity": self.severity, "code": self.code, "evidence": self.evidence}
-        for key in ("path", "file", "detail"):
-            value = getattr(self, key)
-            if value:
-                out[key] = value
-        return out
+#: the earlier name of :func:`finding`, while the gate modules that other work is moving still call it
+Issue = finding

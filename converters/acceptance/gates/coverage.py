@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from converters.acceptance.gates.codes import Issue
+from converters.acceptance.gates.codes import finding
 from converters.acceptance.gates.contract import CONTRACT_OBJECTS, Expected
+from converters.acceptance.report import Finding
 from ninfer_core import TensorObject
 from ninfer_core.errors import NinferError
 
@@ -49,16 +50,16 @@ def consumed_objects(art) -> set[str]:
 
 
 def check_coverage(art, expected: Mapping[str, Expected], *, unchecked: Mapping[str, str] | Iterable[str] = (),
-                   only_layer: int | None = None) -> list[Issue]:
+                   only_layer: int | None = None) -> list[Finding]:
     """Coverage issues of ``art`` against ``expected`` (see the module docstring); ``unchecked``: components
     (or component → reason) whose bindings are not judged."""
-    issues: list[Issue] = []
+    issues: list[Finding] = []
     reasons = dict(unchecked) if isinstance(unchecked, Mapping) else dict.fromkeys(unchecked, "")
     unchecked = set(reasons)
     minimal = f" (a minimal artifact of layer {only_layer} only)" if only_layer is not None else ""
     missing = [e for e in expected.values() if e.name not in art.bindings and not e.optional]
     for e in missing:
-        issues.append(Issue("NINFER_BINDING_MISSING", f"{e.name} {list(e.shape)} is not bound{minimal}",
+        issues.append(finding("NINFER_BINDING_MISSING", f"{e.name} {list(e.shape)} is not bound{minimal}",
                             path=f"$.bindings.{e.name}"))
     uses: dict[str, list[str]] = {}
     for u in art.uses:
@@ -67,41 +68,41 @@ def check_coverage(art, expected: Mapping[str, Expected], *, unchecked: Mapping[
         e = expected.get(name)
         if e is None:
             if name.split("/", 1)[0] not in unchecked:
-                issues.append(Issue("NINFER_BINDING_UNEXPECTED", f"{name} is bound, but no selected component's "
+                issues.append(finding("NINFER_BINDING_UNEXPECTED", f"{name} is bound, but no selected component's "
                                     "parameter list names it", path=f"$.bindings.{name}"))
             continue
         n = binding_elements(art, b)
         want = math.prod(e.shape)
         if n is not None and n != want:
-            issues.append(Issue("NINFER_BINDING_SHAPE", f"{name} holds {n} elements; its logical shape "
+            issues.append(finding("NINFER_BINDING_SHAPE", f"{name} holds {n} elements; its logical shape "
                                 f"{list(e.shape)} needs {want}", path=f"$.bindings.{name}",
                                 detail={"elements": n, "expected": want}))
         elif b.object is not None:
             obj = _object(art, b.object)
             if isinstance(obj, TensorObject) and tuple(obj.shape) != tuple(e.shape):
-                issues.append(Issue("NINFER_BINDING_SHAPE", f"{name} is bound to the whole object {b.object} of shape "
+                issues.append(finding("NINFER_BINDING_SHAPE", f"{name} is bound to the whole object {b.object} of shape "
                                     f"{list(obj.shape)}; the logical shape is {list(e.shape)} (transposed or "
                                     "reshaped?)", path=f"$.bindings.{name}"))
         inputs = uses.get(name, [])
         if e.input is not None and e.input not in inputs:
             if inputs:
-                issues.append(Issue("NINFER_USE_INPUT", f"{name} is used with input {inputs[0]}; the contract's "
+                issues.append(finding("NINFER_USE_INPUT", f"{name} is used with input {inputs[0]}; the contract's "
                                     f"input is {e.input}", path="$.uses"))
             else:
-                issues.append(Issue("NINFER_USE_MISSING", f"{name} has no use; the contract's input is {e.input}",
+                issues.append(finding("NINFER_USE_MISSING", f"{name} has no use; the contract's input is {e.input}",
                                     path="$.uses"))
         elif e.input is None and inputs:
-            issues.append(Issue("NINFER_USE_INPUT", f"{name} has a use with input {inputs[0]}, but the contract "
+            issues.append(finding("NINFER_USE_INPUT", f"{name} has a use with input {inputs[0]}, but the contract "
                                 "gives it no use position", path="$.uses"))
     used = consumed_objects(art)
     for obj in art.objects:
         if obj.id not in used:
-            issues.append(Issue("NINFER_OBJECT_UNCONSUMED", f"object {obj.id} ({obj.kind}, {obj.bytes} bytes) is "
+            issues.append(finding("NINFER_OBJECT_UNCONSUMED", f"object {obj.id} ({obj.kind}, {obj.bytes} bytes) is "
                                 "consumed by no binding, use auxiliary or resource table",
                                 path=art.object_json_path(obj.id)))
     for comp in sorted(unchecked):
         if comp in art.components:
             why = reasons[comp] or "its parameter list is not known"
-            issues.append(Issue("NINFER_COVERAGE_UNCHECKED", f"component {comp}: {why}; its bindings were not "
+            issues.append(finding("NINFER_COVERAGE_UNCHECKED", f"component {comp}: {why}; its bindings were not "
                                 "checked", path=f"$.components.{comp}"))
     return issues

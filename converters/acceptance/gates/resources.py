@@ -14,7 +14,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Collection, Mapping
 
-from converters.acceptance.gates.codes import Issue
+from converters.acceptance.gates.codes import finding
+from converters.acceptance.report import Finding
 
 
 def resource_table(art) -> list[tuple[str, str, str]]:
@@ -35,7 +36,7 @@ def recorded_sha256(art, object_id: str, role: str) -> str | None:
     return None
 
 
-def check_recorded_hashes(art) -> tuple[list[Issue], int]:
+def check_recorded_hashes(art) -> tuple[list[Finding], int]:
     """Resources whose bytes differ from their recorded sha256; and how many had a recorded hash."""
     issues, checked = [], 0
     for cid, role, oid in resource_table(art):
@@ -45,14 +46,14 @@ def check_recorded_hashes(art) -> tuple[list[Issue], int]:
         checked += 1
         got = hashlib.sha256(art.resource(oid)).hexdigest()
         if got != want:
-            issues.append(Issue("NINFER_SUPPLY_RESOURCE_HASH", f"{cid} resource {role} ({oid}): sha256 {got[:16]}…, "
+            issues.append(finding("NINFER_SUPPLY_RESOURCE_HASH", f"{cid} resource {role} ({oid}): sha256 {got[:16]}…, "
                                 f"provenance records {want[:16]}… (changed after conversion)", path=oid,
                                 detail={"sha256": got, "recorded": want}))
     return issues, checked
 
 
 def check_against_source(art, source, components: Mapping | None = None,
-                         borrowed: Collection[str] = ()) -> tuple[list[Issue], list[dict]]:
+                         borrowed: Collection[str] = ()) -> tuple[list[Finding], list[dict]]:
     """The text frontend the source provides (:data:`~converters.sources.frontend.TEXT_ROLES`) against the artifact's
     ``text`` resources, and each selected component's resources (``components``: component id →
     :class:`converters.model.components.Component`, as resolved from the source and its inputs) against that
@@ -72,7 +73,7 @@ def check_against_source(art, source, components: Mapping | None = None,
         if oid in borrowed:
             continue
         if oid is None:
-            issues.append(Issue("VERIFY_RESOURCE_MISSING", f"{cid} resource {role} ({origin} from the source) is not "
+            issues.append(finding("VERIFY_RESOURCE_MISSING", f"{cid} resource {role} ({origin} from the source) is not "
                                 f"in components.{cid}.resources", path=f"$.components.{cid}.resources"))
             rows.append({"component": cid, "role": role, "status": "missing"})
             continue
@@ -82,7 +83,7 @@ def check_against_source(art, source, components: Mapping | None = None,
                      "status": "identical" if same else "differs"})
         if not same:
             first = next((i for i, (x, y) in enumerate(zip(got, data, strict=False)) if x != y), min(len(got), len(data)))
-            issues.append(Issue("VERIFY_RESOURCE_MISMATCH", f"{cid} resource {role} ({oid}) differs from the one the "
+            issues.append(finding("VERIFY_RESOURCE_MISMATCH", f"{cid} resource {role} ({oid}) differs from the one the "
                                 f"source gives ({origin}): {len(got)} vs {len(data)} bytes, first difference at byte "
                                 f"{first}", path=oid, detail={"sha256": hashlib.sha256(got).hexdigest(),
                                                               "source_sha256": hashlib.sha256(data).hexdigest()}))

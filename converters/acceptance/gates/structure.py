@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from converters.acceptance.gates.codes import Issue
+from converters.acceptance.gates.codes import finding
+from converters.acceptance.report import Finding
 from ninfer_core import open_artifact, validate
 from ninfer_core.errors import NinferError
 
@@ -75,17 +76,17 @@ def relative_name(file: str | None, root: Path) -> str | None:
 class Structure:
     """What the structure checks found: issues, and the open artifact when it could be opened."""
 
-    issues: list[Issue] = field(default_factory=list)
+    issues: list[Finding] = field(default_factory=list)
     artifact: object | None = None
     open_error: str | None = None
     checks: list[str] = field(default_factory=list)
 
     @property
-    def codec_issues(self) -> list[Issue]:
+    def codec_issues(self) -> list[Finding]:
         return [i for i in self.issues if i.code in CODEC_CODES]
 
     @property
-    def container_issues(self) -> list[Issue]:
+    def container_issues(self) -> list[Finding]:
         return [i for i in self.issues if i.code not in CODEC_CODES]
 
     def close(self) -> None:
@@ -104,28 +105,28 @@ def check_structure(path: str | os.PathLike) -> Structure:
     out = Structure(checks=["entry_readable", "framing", "schema", "references", "ranges", "parts",
                             "encodings", "codec_values", "symlinks", "unknown_files"])
     if not path.is_file() and not path.is_symlink():
-        out.issues.append(Issue("NINFER_ENTRY_UNREADABLE", "the entry file does not exist or is not a regular file",
+        out.issues.append(finding("NINFER_ENTRY_UNREADABLE", "the entry file does not exist or is not a regular file",
                                 file=path.name))
         out.open_error = "entry missing"
         return out
     for f in validate(path):
         code = code_for(f.rule, f.severity)
         section = f" {f.section}" if f.section else ""
-        out.issues.append(Issue(code, f"{f.message} [rule {f.rule}{section}]", path=f.json_path,
+        out.issues.append(finding(code, f"{f.message} [rule {f.rule}{section}]", path=f.json_path,
                                 file=relative_name(f.file, root), detail={"rule": f.rule}))
     try:
         out.artifact = open_artifact(path)
     except NinferError as exc:
         out.open_error = f"{exc.message} [rule {exc.rule}]"
         if not out.issues:  # validate and the reader share every rule; keep the reader's word if they differ
-            out.issues.append(Issue(code_for(exc.rule or "", "ERROR"), out.open_error, path=exc.json_path,
+            out.issues.append(finding(code_for(exc.rule or "", "ERROR"), out.open_error, path=exc.json_path,
                                     file=relative_name(exc.file, root)))
         return out
     out.issues += _filesystem(out.artifact, path)
     return out
 
 
-def _filesystem(art, entry: Path) -> list[Issue]:
+def _filesystem(art, entry: Path) -> list[Finding]:
     """Symlinks leaving the directory (or dangling), and undeclared files named like this artifact's."""
     issues = []
     root = entry.parent.resolve()
@@ -136,9 +137,9 @@ def _filesystem(art, entry: Path) -> list[Issue]:
         if loc.is_symlink():
             target = Path(os.path.realpath(loc))
             if not target.exists():
-                issues.append(Issue("NINFER_SYMLINK_ESCAPE", f"{loc.name} is a dangling symlink", file=loc.name))
+                issues.append(finding("NINFER_SYMLINK_ESCAPE", f"{loc.name} is a dangling symlink", file=loc.name))
             elif target.parent != root and root not in target.parents:
-                issues.append(Issue("NINFER_SYMLINK_ESCAPE", f"{loc.name} is a symlink to a file outside the "
+                issues.append(finding("NINFER_SYMLINK_ESCAPE", f"{loc.name} is a symlink to a file outside the "
                                     "artifact's directory", file=loc.name, detail={"target": str(target)}))
     try:
         siblings = sorted(p.name for p in root.iterdir() if p.name.startswith(entry.name) and p.name not in declared)
@@ -146,6 +147,6 @@ def _filesystem(art, entry: Path) -> list[Issue]:
         siblings = []
     for name in siblings:
         kind = "temporary" if TEMPORARY_RE.search(name) else "file"
-        issues.append(Issue("NINFER_UNKNOWN_FILE", f"{name}: an undeclared {kind} named after the artifact "
+        issues.append(finding("NINFER_UNKNOWN_FILE", f"{name}: an undeclared {kind} named after the artifact "
                             "(a stale part, or a leftover of an interrupted write?)", file=name))
     return issues

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from converters.acceptance.gates.codes import Issue
+from converters.acceptance.gates.codes import finding
 from converters.acceptance.gates.resources import check_recorded_hashes
+from converters.acceptance.report import Finding
 from ninfer_core import TensorObject
 
 SHOWN = 5
@@ -24,27 +25,27 @@ def _dict(value) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def check_supply_chain(art) -> tuple[dict, list[Issue], list[str]]:
+def check_supply_chain(art) -> tuple[dict, list[Finding], list[str]]:
     """(``supply_chain`` section, issues, checks run)."""
     prov = art.provenance
     checks = ["provenance", "source_identity", "converter", "recipe", "per_object", "resource_hashes"]
     if not prov:
-        return {}, [Issue("NINFER_SUPPLY_PROVENANCE_MISSING", "the directory has no provenance: source, converter, "
+        return {}, [finding("NINFER_SUPPLY_PROVENANCE_MISSING", "the directory has no provenance: source, converter, "
                           "recipe and per-object transforms are unknown", path="$.provenance")], checks
     issues = []
     source, converter, recipe = _dict(prov.get("source")), _dict(prov.get("converter")), _dict(prov.get("recipe"))
     has_hash = any(isinstance(source.get(k), str) and source.get(k) for k in ("header_sha256", "sha256"))
     missing = [k for k in ("kind", "size") if k not in source] + ([] if has_hash else ["header_sha256"])
     if missing:
-        issues.append(Issue("NINFER_SUPPLY_SOURCE_MISSING", f"provenance.source lacks {', '.join(missing)}",
+        issues.append(finding("NINFER_SUPPLY_SOURCE_MISSING", f"provenance.source lacks {', '.join(missing)}",
                             path="$.provenance.source"))
     missing = [k for k in ("name", "version") if not converter.get(k)]
     if missing:
-        issues.append(Issue("NINFER_SUPPLY_CONVERTER_MISSING", f"provenance.converter lacks {', '.join(missing)}",
+        issues.append(finding("NINFER_SUPPLY_CONVERTER_MISSING", f"provenance.converter lacks {', '.join(missing)}",
                             path="$.provenance.converter"))
     missing = [k for k in ("name", "sha256") if not recipe.get(k)]
     if missing:
-        issues.append(Issue("NINFER_SUPPLY_RECIPE_MISSING", f"provenance.recipe lacks {', '.join(missing)}",
+        issues.append(finding("NINFER_SUPPLY_RECIPE_MISSING", f"provenance.recipe lacks {', '.join(missing)}",
                             path="$.provenance.recipe"))
     objects = _dict(prov.get("objects"))
     untraced, borrowed, requantized = [], Counter(), []
@@ -62,15 +63,15 @@ def check_supply_chain(art) -> tuple[dict, list[Issue], list[str]]:
             requantized.append((err.get("cosine", float("nan")), obj.id))
     if untraced:
         shown = ", ".join(untraced[:SHOWN]) + (" …" if len(untraced) > SHOWN else "")
-        issues.append(Issue("NINFER_SUPPLY_OBJECT_UNTRACED", f"{len(untraced)} tensor object(s) have no per-object "
+        issues.append(finding("NINFER_SUPPLY_OBJECT_UNTRACED", f"{len(untraced)} tensor object(s) have no per-object "
                             f"provenance (sources, transforms, exactness): {shown}", path="$.provenance.objects",
                             detail={"objects": untraced[:50], "count": len(untraced)}))
     if borrowed:
-        issues.append(Issue("NINFER_SUPPLY_BORROWED", f"{sum(borrowed.values())} object(s) borrowed from a template: "
+        issues.append(finding("NINFER_SUPPLY_BORROWED", f"{sum(borrowed.values())} object(s) borrowed from a template: "
                             + ", ".join(f"{p} {n}" for p, n in sorted(borrowed.items())), detail=dict(borrowed)))
     if requantized:
         worst = min(requantized, key=lambda t: t[0] if t[0] == t[0] else 2.0)
-        issues.append(Issue("NINFER_SUPPLY_REQUANTIZED", f"{len(requantized)} requantized object(s); worst measured "
+        issues.append(finding("NINFER_SUPPLY_REQUANTIZED", f"{len(requantized)} requantized object(s); worst measured "
                             f"cosine {worst[0]:.6f} ({worst[1]})", detail={"count": len(requantized)}))
     hash_issues, n_hashed = check_recorded_hashes(art)
     issues += hash_issues

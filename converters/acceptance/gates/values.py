@@ -33,9 +33,10 @@ from functools import partial
 import numpy as np
 
 from converters.acceptance.gates import tolerance
-from converters.acceptance.gates.codes import Issue
+from converters.acceptance.gates.codes import finding
 from converters.acceptance.gates.contract import heads
 from converters.acceptance.gates.decode import ArtifactRows, SourceRows, row_blocks
+from converters.acceptance.report import Finding
 from converters.errors import ConverterError
 from ninfer_core.errors import NinferError
 
@@ -131,8 +132,8 @@ class ParameterCheck:
 
 @dataclass
 class ValuesResult:
-    values: list[Issue] = field(default_factory=list)
-    order: list[Issue] = field(default_factory=list)
+    values: list[Finding] = field(default_factory=list)
+    order: list[Finding] = field(default_factory=list)
     checked: list[ParameterCheck] = field(default_factory=list)
 
 
@@ -185,7 +186,7 @@ def check_parameters(art, targets, geometries: Mapping[str, object] | None = Non
             _check_one(art, t.name, a, s, (geometries or {}).get(t.component), out)
         except (NinferError, ConverterError, ValueError) as exc:
             msg = getattr(exc, "message", None) or str(exc)
-            out.values.append(Issue("VERIFY_PARAMETER_UNREADABLE", f"{t.name}: {msg}", path=t.name))
+            out.values.append(finding("VERIFY_PARAMETER_UNREADABLE", f"{t.name}: {msg}", path=t.name))
     return out
 
 
@@ -222,7 +223,7 @@ def _check_one(art, name: str, a: ArtifactRows, s: SourceRows, spec, out: Values
 def _judge_values(name, st: Stats, exact: bool, exactness: str, tol, encoder: str, formats, out) -> bool:
     if exact:
         if st.differing:
-            out.values.append(Issue(
+            out.values.append(finding(
                 "VERIFY_VALUE_NOT_EXACT", f"{name}: provenance says {exactness}, but {st.differing} of {st.elements} "
                 f"elements differ from the source (first at flat index {st.first_diff}; max abs error "
                 f"{st.max_abs:.6g}, cosine {st.cosine:.6f})", path=name,
@@ -235,14 +236,14 @@ def _judge_values(name, st: Stats, exact: bool, exactness: str, tol, encoder: st
     if "mse" not in encoder and st.max_rel > tol.max_rel:
         bad.append(f"max error {st.max_rel:.4g} of max |value| > {tol.max_rel}")
     if bad:
-        out.values.append(Issue(
+        out.values.append(finding(
             "VERIFY_VALUE_TOLERANCE", f"{name} ({'/'.join(formats)}, {exactness}): {'; '.join(bad)}", path=name,
             detail={"cosine": st.cosine, "max_abs": st.max_abs, "max_rel": st.max_rel, "tolerance": vars(tol)}))
         return False
     return True
 
 
-def _row_probe(name: str, st: Stats, tol, exact: bool) -> list[Issue]:
+def _row_probe(name: str, st: Stats, tol, exact: bool) -> list[Finding]:
     rows = st.rows()
     if rows is None:
         return []
@@ -260,14 +261,14 @@ def _row_probe(name: str, st: Stats, tol, exact: bool) -> list[Issue]:
         idx = np.flatnonzero(mask)
         if idx.size:
             shown = ", ".join(str(int(i)) for i in idx[:SHOWN]) + (" …" if idx.size > SHOWN else "")
-            issues.append(Issue(code, f"{name}: {idx.size} of {err.size} rows differ from the source rows of the same "
+            issues.append(finding(code, f"{name}: {idx.size} of {err.size} rows differ from the source rows of the same "
                                 f"index beyond {limit:g} relative and {what}: rows {shown} (worst "
                                 f"{float(np.max(err[idx])):.3g})", path=name,
                                 detail={"rows": [int(i) for i in idx[:50]], "count": int(idx.size)}))
     return issues
 
 
-def _head_probe(name: str, g: np.ndarray, w: np.ndarray, axis: int, slices, tol, exact: bool) -> list[Issue]:
+def _head_probe(name: str, g: np.ndarray, w: np.ndarray, axis: int, slices, tol, exact: bool) -> list[Finding]:
     """Heads outside tolerance whose nearest source head (relative L2) is another head, or that are so far from
     their own (``foreign``) that they match no head of this parameter."""
     limit = 1e-7 if exact else tol.row_rel
@@ -304,6 +305,6 @@ def _head_probe(name: str, g: np.ndarray, w: np.ndarray, axis: int, slices, tol,
                       "another parameter, or interleaved)" for i, j, di, dj in moved[:SHOWN])
     more = f" … and {len(moved) - SHOWN} more" if len(moved) > SHOWN else ""
     where = "rows" if axis == 0 else "columns"
-    return [Issue("VERIFY_HEAD_ORDER", f"{name}: {len(moved)} of {len(slices)} head slices ({where}) are out of "
+    return [finding("VERIFY_HEAD_ORDER", f"{name}: {len(moved)} of {len(slices)} head slices ({where}) are out of "
                   f"order: {shown}{more}", path=name,
                   detail={"moved": [{"head": i, "matches": j} for i, j, _, _ in moved]})]

@@ -1,15 +1,17 @@
-"""The one validation report model shared by every package kind (``specs/validation-report.md``).
+"""The one acceptance report model shared by check, verify and validate of every package kind
+(docs/acceptance.md "One finding model").
 
 Public API::
 
     from converters.acceptance.report import (
         Report, Finding, Gate, Severity, CodeSpec, CodeTable,
-        SCHEMA_CALBIN, SCHEMA_NINFER, GATE_TITLES, render, sanitize,
+        SCHEMA_CALBIN, SCHEMA_NINFER, SCHEMA_VERIFY, SCHEMA_CHECK, GATE_TITLES, render, sanitize,
     )
 
-- :class:`Report` ``(schema, package=None)``: ``add(finding)``, ``extend(findings)``, ``section(name)``,
-  ``gate(name)`` → :class:`Gate` (``.check(name)``, ``.status``), ``findings``, ``codes()``,
-  ``by_code(code)``, ``counts()``, ``verdict``, ``to_json(sanitized=False)``.
+- :class:`Report` ``(schema, package=None, gates=None)``: ``add(finding, gate=None)``, ``extend(findings)``,
+  ``section(name)``, ``gate(label)`` → :class:`Gate` (``.check(name)``, ``.skip(reason)``, ``.status``,
+  ``.evidence``), ``findings``, ``codes(gate=None)``, ``by_code(code)``, ``counts()``, ``verdict``,
+  ``result``, ``to_json(sanitized=False)``.
 - :class:`Finding` ``(severity, code, gate, evidence, path=None, file=None, line=None, detail=None)``.
 - :class:`CodeTable` ``([CodeSpec(code, severity, gate, summary), ...])``: ``finding(code, evidence, **where)``.
 - :func:`render` ``(report, console, *, sanitized=False)``: rich tables.
@@ -19,8 +21,11 @@ Public API::
 from converters.acceptance.report.model import (
     GATE_STATUSES,
     GATE_TITLES,
+    RESULTS,
     SCHEMA_CALBIN,
+    SCHEMA_CHECK,
     SCHEMA_NINFER,
+    SCHEMA_VERIFY,
     SCHEMAS,
     VERDICTS,
     CodeSpec,
@@ -36,9 +41,12 @@ from converters.acceptance.report.sanitize import is_address_key, sanitize, scru
 __all__ = [
     "GATE_STATUSES",
     "GATE_TITLES",
+    "RESULTS",
     "SCHEMAS",
     "SCHEMA_CALBIN",
+    "SCHEMA_CHECK",
     "SCHEMA_NINFER",
+    "SCHEMA_VERIFY",
     "VERDICTS",
     "CodeSpec",
     "CodeTable",

@@ -1,18 +1,23 @@
-"""The one validation report model: findings, gates A–F, verdict (``specs/validation-report.md``).
+"""The one acceptance report model: findings, gates, verdict, for check, verify and validate (docs/acceptance.md).
 
-``convert validate`` writes the same report shape for calbin NPU packages (seed 004 §9–§12) and for
-``.ninfer`` artifacts; only the schema name and the kind-specific sections differ.
+``convert validate`` writes the same report shape for calbin NPU packages and for ``.ninfer`` artifacts; only
+the schema name and the kind-specific sections differ. ``convert verify`` and ``convert check`` use the same
+:class:`Finding`, :class:`Gate` and :class:`Report`; their JSON layout is the one scripts already read
+(:meth:`Report.to_json`, one layout per schema).
 
-Rules implemented here (seed 004 §10–§11, validation-report.md):
+Rules implemented here (docs/acceptance.md "One finding model"):
 
 - A :class:`Finding` is ``{severity, code, gate, evidence}`` plus ``path``/``file``/``line`` where known and
   an optional structured ``detail``. Severities are ``ERROR``, ``BLOCKED_REPRODUCIBILITY``,
   ``WARNING_<AREA>`` (``WARNING_VENDOR``, ``WARNING_SERVICE``; a ``.ninfer`` artifact may add its own area)
-  and ``INFO``. Codes are stable upper-case identifiers, documented in ``docs/validation-codes.md``.
-- Each gate's status: ``fail`` when it holds an ``ERROR``; ``pass_with_warnings`` when it holds any other
-  finding above ``INFO``; ``pass`` when it ran at least one check (or holds only ``INFO``); else ``not_run``.
+  and ``INFO``. Codes are stable upper-case identifiers, documented in ``docs/validation-codes.md``. The gate
+  is a label: a validate gate's letter ``A``–``F``, a verify or check gate's number.
+- Each gate's status: ``fail`` when it holds an ``ERROR``; ``skipped`` when it could not run (what it lacked
+  is its ``reason``); ``pass_with_warnings`` when it holds any other finding above ``INFO``; ``pass`` when it
+  ran at least one check (or holds only ``INFO``); else ``not_run``.
 - The verdict: ``fail`` when any ``ERROR``; ``pass_with_warnings`` when any other finding above ``INFO``
   (a ``BLOCKED_REPRODUCIBILITY`` package may still run, it may not be called reproducible); else ``pass``.
+  The result (verify, check): ``fail`` when a gate fails, ``incomplete`` when one was skipped, else ``pass``.
 
 A validator usually creates findings through a :class:`CodeTable`, which fixes each code's severity and
 gate in one place so the table, the docs and the emitted findings cannot drift apart.
@@ -23,16 +28,20 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from converters.errors import ConverterError
 
 SCHEMA_CALBIN = "calculet-package-validation/v1"
 SCHEMA_NINFER = "ninfer-artifact-validation/v1"
-SCHEMAS = (SCHEMA_CALBIN, SCHEMA_NINFER)
+SCHEMA_VERIFY = "ninfer-artifact-verify/v1"
+SCHEMA_CHECK = "ninfer-conversion-check/v1"
+SCHEMAS = (SCHEMA_CALBIN, SCHEMA_NINFER, SCHEMA_VERIFY, SCHEMA_CHECK)
+#: schemas whose JSON lists findings once at report level, and per gate only their counts (validation.json)
+VALIDATION_SCHEMAS = (SCHEMA_CALBIN, SCHEMA_NINFER)
 
-#: Gate names and titles (seed 004 §9), in report order.
+#: The validation gates' letters and titles (docs/acceptance.md "Gate registry"), in report order.
 GATE_TITLES: dict[str, str] = {
     "A": "filesystem",
     "B": "schema",
@@ -43,14 +52,16 @@ GATE_TITLES: dict[str, str] = {
 }
 
 VERDICTS = ("pass", "pass_with_warnings", "fail")
-GATE_STATUSES = ("pass", "pass_with_warnings", "fail", "not_run")
+RESULTS = ("pass", "incomplete", "fail")
+GATE_STATUSES = ("pass", "pass_with_warnings", "fail", "skipped", "not_run")
 
 _CODE_RE = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$")
+_LABEL_RE = re.compile(r"^(?:[A-F]|[1-9])$")  # a validate gate's letter, a verify or check gate's number
 _WARNING_RE = re.compile(r"^WARNING_[A-Z][A-Z0-9]*$")
 
 
 class Severity:
-    """Severity names of seed 004 §10 and their order (``rank``: higher is worse)."""
+    """Severity names and their order (``rank``: higher is worse; docs/acceptance.md "One finding model")."""
 
     ERROR = "ERROR"
     BLOCKED_REPRODUCIBILITY = "BLOCKED_REPRODUCIBILITY"
@@ -75,17 +86,19 @@ class Severity:
             return 1
         if name == Severity.INFO:
             return 0
-        raise ConverterError(f"unknown severity {name!r}", rule="severity_name", section="validation-report.md")
+        raise ConverterError(f"unknown severity {name!r}", rule="severity_name", section="docs/acceptance.md")
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One observation about a package, with its evidence.
+    """One observation about a package or artifact, with its evidence: the one finding type of check,
+    verify and validate.
 
     Attributes:
         severity: a :class:`Severity` name.
         code: stable upper-case identifier (``META_SMODEL_TYPE``).
-        gate: ``"A"``…``"F"``.
+        gate: the reporting gate's label, ``"A"``…``"F"`` or ``"1"``…``"9"``; ``None`` until a report files it
+            (a check that verify and validate share makes its findings before it knows which gate runs it).
         evidence: one sentence a reader can act on; never a device address (those go in ``detail``
             under an address key, which the sanitized report drops).
         path: where inside a structured file (``one_model_cfg.x.model_info.batch_num``), if any.
@@ -96,7 +109,7 @@ class Finding:
 
     severity: str
     code: str
-    gate: str
+    gate: str | None
     evidence: str
     path: str | None = None
     file: str | None = None
@@ -108,20 +121,18 @@ class Finding:
             raise ConverterError(f"unknown severity {self.severity!r}", rule="severity_name")
         if not _CODE_RE.match(self.code):
             raise ConverterError(f"finding code {self.code!r} is not an upper-case identifier", rule="code_form")
-        if self.gate not in GATE_TITLES:
-            raise ConverterError(f"unknown gate {self.gate!r} (expected one of A-F)", rule="gate_name")
+        if self.gate is not None and not _LABEL_RE.match(self.gate):
+            raise ConverterError(f"unknown gate {self.gate!r} (expected A-F or a gate number)", rule="gate_name")
 
     @property
     def rank(self) -> int:
         return Severity.rank(self.severity)
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {
-            "severity": self.severity,
-            "code": self.code,
-            "gate": self.gate,
-            "evidence": self.evidence,
-        }
+        d: dict[str, Any] = {"severity": self.severity, "code": self.code}
+        if self.gate is not None:
+            d["gate"] = self.gate
+        d["evidence"] = self.evidence
         for key in ("path", "file", "line"):
             value = getattr(self, key)
             if value is not None:
@@ -178,23 +189,49 @@ class CodeTable:
 
 @dataclass
 class Gate:
-    """One gate's machine-readable result: the checks it ran and its findings (owned by the report)."""
+    """One gate's machine-readable result: the checks it ran, its findings, and (verify, check) its evidence,
+    time and skip reason. ``name`` is its label (``"A"``, ``"4"``), ``title`` what it is (``"filesystem"``,
+    ``"values"``), ``id`` its registry id (``"verify.values"``; docs/acceptance.md "Gate registry")."""
 
     name: str
     title: str
     checks: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    id: str = ""
+    skipped: str | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    #: True where the JSON lists this gate's findings in the gate (verify, check), False where the report
+    #: lists them once and the gate only counts them (validation.json)
+    lists_findings: bool = False
 
-    def check(self, name: str) -> None:
-        """Record that the check ``name`` ran (a gate that ran no check reports ``not_run``)."""
-        if name not in self.checks:
-            self.checks.append(name)
+    def check(self, *names: str) -> None:
+        """Record that the checks ``names`` ran (a gate that ran no check reports ``not_run``)."""
+        for name in names:
+            if name not in self.checks:
+                self.checks.append(name)
+
+    def skip(self, reason: str) -> None:
+        """The gate could not run (or not completely): ``reason`` says what it lacked."""
+        self.skipped = reason
+
+    @property
+    def number(self) -> int:
+        """A numbered gate's number (verify, check)."""
+        return int(self.name)
+
+    @property
+    def issues(self) -> list[Finding]:
+        """The findings (verify's earlier name for them)."""
+        return self.findings
 
     @property
     def status(self) -> str:
         worst = max((f.rank for f in self.findings), default=-1)
         if worst == 3:
             return "fail"
+        if self.skipped is not None:
+            return "skipped"
         if worst >= 1:
             return "pass_with_warnings"
         if self.checks or self.findings:
@@ -202,6 +239,8 @@ class Gate:
         return "not_run"
 
     def to_dict(self) -> dict[str, Any]:
+        if self.lists_findings:
+            return self._with_findings()
         counts = Counter(f.severity for f in self.findings)
         return {
             "name": self.name,
@@ -211,9 +250,20 @@ class Gate:
             "findings": dict(sorted(counts.items(), key=lambda kv: (-Severity.rank(kv[0]), kv[0]))),
         }
 
+    def _with_findings(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"gate": self.number, "name": self.title, "status": self.status}
+        if self.skipped is not None:
+            out["reason"] = f"skipped: {self.skipped}"
+        out["checks"] = list(self.checks)
+        out["findings"] = [f.to_dict() for f in self.findings]
+        if self.evidence:
+            out["evidence"] = self.evidence
+        out["seconds"] = round(self.seconds, 3)
+        return out
+
 
 class Report:
-    """A validation report under construction.
+    """An acceptance report under construction.
 
     Usage::
 
@@ -224,45 +274,59 @@ class Report:
         report.verdict            # 'fail'
         report.to_json(sanitized=True)
 
-    Sections are kind-specific top-level blocks (``model``, ``submodels``/``components``, ``memory``,
-    ``graph``, ``supply_chain``, ...), emitted in the order first touched, between ``package`` and
-    ``gates``.
+    ``gates`` are ``(label, title, id)`` triples in report order (default: the validation gates A–F; verify
+    and check pass their registered gates, :func:`converters.acceptance.registry.new_report`). Sections are
+    kind-specific top-level blocks (``model``, ``components``, ``memory``, ``supply_chain``; verify's
+    ``artifact``, ``source``, ``inputs``, ``layers``), emitted in the order first touched, after ``package``
+    and before ``gates``.
     """
 
-    def __init__(self, schema: str, package: Mapping[str, Any] | None = None):
+    def __init__(self, schema: str, package: Mapping[str, Any] | None = None,
+                 gates: Iterable[tuple[str, str, str]] | None = None):
         if schema not in SCHEMAS:
             raise ConverterError(f"unknown report schema {schema!r}", rule="schema_name")
         self.schema = schema
         self.package: dict[str, Any] = dict(package or {})
         self.sections: dict[str, Any] = {}
-        self._gates = {name: Gate(name, title) for name, title in GATE_TITLES.items()}
+        lists = schema not in VALIDATION_SCHEMAS
+        triples = gates if gates is not None else ((n, t, f"validate.{t}") for n, t in GATE_TITLES.items())
+        self._gates = {label: Gate(label, title, id=gid, lists_findings=lists) for label, title, gid in triples}
         self._findings: list[Finding] = []
 
     # -- building ---------------------------------------------------------------------------------
     def section(self, name: str, default: Any = None) -> Any:
         """The kind-specific block ``name``, created (as ``default`` or ``{}``) on first use."""
-        if name in ("schema", "package", "gates", "findings", "verdict"):
+        if name in ("schema", "package", "gates", "findings", "verdict", "result"):
             raise ConverterError(f"{name!r} is a fixed report field, not a section", rule="section_name")
         if name not in self.sections:
             self.sections[name] = {} if default is None else default
         return self.sections[name]
 
-    def add(self, finding: Finding) -> Finding:
-        """Record ``finding`` (in the report and in its gate) and return it."""
+    def add(self, finding: Finding, gate: str | None = None) -> Finding:
+        """Record ``finding`` in the report and in a gate: ``gate`` (the gate that reported it) when given,
+        else the finding's own gate; return it as filed."""
+        label = gate if gate is not None else finding.gate
+        if label is None:
+            raise ConverterError(f"finding {finding.code} names no gate", rule="gate_name")
+        target = self.gate(label)
+        if finding.gate != target.name:
+            finding = replace(finding, gate=target.name)
         self._findings.append(finding)
-        self._gates[finding.gate].findings.append(finding)
+        target.findings.append(finding)
         return finding
 
-    def extend(self, findings: Iterable[Finding]) -> None:
+    def extend(self, findings: Iterable[Finding], gate: str | None = None) -> None:
         for f in findings:
-            self.add(f)
+            self.add(f, gate)
 
     # -- reading ----------------------------------------------------------------------------------
-    def gate(self, name: str) -> Gate:
+    def gate(self, name: str | int) -> Gate:
+        """The gate labelled ``name`` (a letter, or a verify/check gate's number)."""
         try:
-            return self._gates[name]
+            return self._gates[str(name)]
         except KeyError:
-            raise ConverterError(f"unknown gate {name!r} (expected one of A-F)", rule="gate_name") from None
+            raise ConverterError(f"unknown gate {name!r} (expected one of {', '.join(self._gates)})",
+                                 rule="gate_name") from None
 
     @property
     def gates(self) -> list[Gate]:
@@ -272,9 +336,10 @@ class Report:
     def findings(self) -> tuple[Finding, ...]:
         return tuple(self._findings)
 
-    def codes(self) -> set[str]:
-        """The codes present (for tests and callers that branch on a code)."""
-        return {f.code for f in self._findings}
+    def codes(self, gate: str | int | None = None) -> set[str]:
+        """The codes present, in the whole report or in one gate (for tests and callers that branch on a code)."""
+        findings = self._findings if gate is None else self.gate(gate).findings
+        return {f.code for f in findings}
 
     def by_code(self, code: str) -> list[Finding]:
         return [f for f in self._findings if f.code == code]
@@ -288,6 +353,18 @@ class Report:
             return "pass_with_warnings"
         return "pass"
 
+    @property
+    def result(self) -> str:
+        """``fail`` when a gate fails, ``incomplete`` when one was skipped, else ``pass``."""
+        statuses = {g.status for g in self._gates.values()}
+        if "fail" in statuses:
+            return "fail"
+        return "incomplete" if "skipped" in statuses else "pass"
+
+    @property
+    def ok(self) -> bool:
+        return self.result != "fail"
+
     def counts(self) -> dict[str, int]:
         """Number of findings per severity, worst first."""
         c = Counter(f.severity for f in self._findings)
@@ -295,21 +372,29 @@ class Report:
 
     # -- output -----------------------------------------------------------------------------------
     def to_json(self, sanitized: bool = False) -> dict[str, Any]:
-        """The ``validation.json`` document (seed 004 §11).
+        """The report's JSON document, in its schema's layout (docs/acceptance.md "Output stability").
+
+        Validation (``validation.json``): ``schema``, ``package``, the sections, ``gates`` (finding counts),
+        ``findings`` sorted worst first, then by gate, code, file and line, and ``verdict``. Verify: ``schema``,
+        the sections, ``gates`` each with its findings, evidence and time, and ``result``.
 
         ``sanitized=True`` gives the shareable variant: no device addresses, absolute paths or command
         addresses (see :mod:`converters.acceptance.report.sanitize`); every finding, code, gate and the verdict stay.
-        Findings are sorted worst first, then by gate, code, file and line, so output is deterministic.
         """
-        ordered = sorted(
-            self._findings,
-            key=lambda f: (-f.rank, f.gate, f.code, f.file or "", f.line or 0, f.path or ""),
-        )
-        doc: dict[str, Any] = {"schema": self.schema, "package": dict(self.package)}
+        doc: dict[str, Any] = {"schema": self.schema}
+        if self.package or self.schema in VALIDATION_SCHEMAS:
+            doc["package"] = dict(self.package)
         doc.update(self.sections)
         doc["gates"] = [g.to_dict() for g in self._gates.values()]
-        doc["findings"] = [f.to_dict() for f in ordered]
-        doc["verdict"] = self.verdict
+        if self.schema in VALIDATION_SCHEMAS:
+            ordered = sorted(
+                self._findings,
+                key=lambda f: (-f.rank, f.gate, f.code, f.file or "", f.line or 0, f.path or ""),
+            )
+            doc["findings"] = [f.to_dict() for f in ordered]
+            doc["verdict"] = self.verdict
+        else:
+            doc["result"] = self.result
         doc = _plain(doc)
         if sanitized:
             from converters.acceptance.report.sanitize import sanitize

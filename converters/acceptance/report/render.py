@@ -19,6 +19,7 @@ _STATUS_STYLE = {
     "pass": "green",
     "pass_with_warnings": "yellow",
     "fail": "red",
+    "skipped": "yellow",
     "not_run": "dim",
 }
 _SEVERITY_STYLE = {"ERROR": "red", "BLOCKED_REPRODUCIBILITY": "magenta", "INFO": "dim"}
