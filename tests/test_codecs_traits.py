@@ -31,7 +31,7 @@ def test_row_tile_is_the_unit_a_row_view_covers():
         if t.ggml_passthrough and t.ggml_type not in ("Q8_0", "F32"):
             continue
         shape = (2 * max(t.row_tile, 1) * 64, 256) if fmt != "int32" else (256, 4)
-        for name, offset, size in codecs.row_view(fmt, t.layout, shape, 1, 2):
+        for name, _offset, size in codecs.row_view(fmt, t.layout, shape, 1, 2):
             assert size > 0, (fmt, name)
             plane = next(p for p in codecs.planes(fmt, t.layout, shape) if p.name == name)
             assert plane.unit_rows in (1, t.row_tile, shape[0]), (fmt, name, plane.unit_rows)
