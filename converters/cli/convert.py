@@ -89,27 +89,29 @@ def print_staged(info: dict, json_out: bool) -> None:
     console.print(f"next: convert encode {info['plan']} [--shard K/N] …, then convert seal {info['plan']}")
 
 
-def _check_staged(s: dict, dry_run: bool) -> dict:
-    """Check the reproducibility / scale-out flags together (before any input is read)."""
-    s = {"artifact_id": None, "from_content": False, "plan_only": None, "backend": "local", "scheduler": None, **s}
-    if s["artifact_id"] is not None and s["from_content"]:
+def _staging(artifact_id: str | None, from_content: bool, plan_only: Path | None, backend: str,
+             scheduler: str | None, dry_run: bool) -> dict:
+    """The reproducibility / scale-out flags, checked together (before any input is read), as
+    :class:`~converters.pipeline.convert.ConvertOptions` fields."""
+    if artifact_id is not None and from_content:
         raise typer.BadParameter("--artifact-id and --artifact-id-from-content exclude each other",
                                  param_hint="--artifact-id")
-    if s["artifact_id"] is not None:
+    if artifact_id is not None:
         from ninfer_core.container.writer import artifact_id_bytes
 
-        s["artifact_id"] = artifact_id_bytes(s["artifact_id"]).hex()
-    if s["backend"] not in ("local", "dask"):
-        raise typer.BadParameter(f"--backend {s['backend']!r}: choose local or dask", param_hint="--backend")
-    if s["scheduler"] is not None and s["backend"] != "dask":
+        artifact_id = artifact_id_bytes(artifact_id).hex()
+    if backend not in ("local", "dask"):
+        raise typer.BadParameter(f"--backend {backend!r}: choose local or dask", param_hint="--backend")
+    if scheduler is not None and backend != "dask":
         raise typer.BadParameter("--scheduler needs --backend dask", param_hint="--scheduler")
-    if dry_run and (s["plan_only"] is not None or s["backend"] != "local"):
+    if dry_run and (plan_only is not None or backend != "local"):
         raise typer.BadParameter("--dry-run writes nothing; it excludes --plan-only and --backend dask",
                                  param_hint="--dry-run")
-    if s["plan_only"] is not None and s["backend"] != "local":
+    if plan_only is not None and backend != "local":
         raise typer.BadParameter("--plan-only stops after planning; run convert encode on the backend you like",
                                  param_hint="--plan-only")
-    return s
+    return {"artifact_id": artifact_id, "artifact_id_from_content": from_content, "plan_only": plan_only,
+            "backend": backend, "scheduler": scheduler}
 
 
 class _Bars:
@@ -214,14 +216,11 @@ def _options(kind: str):
         request = ProposalRequest.parse(proposal, proposal_counts, proposal_rows)  # flags checked before reading
         limit = parse_byte_size(max_file_bytes)
         comps = _components(components)
-        staged = _check_staged({"artifact_id": artifact_id, "from_content": artifact_id_from_content,
-                                "plan_only": plan_only, "backend": backend, "scheduler": scheduler}, dry_run)
+        staging = _staging(artifact_id, artifact_id_from_content, plan_only, backend, scheduler, dry_run)
         options = ConvertOptions(source, output, kind=kind, recipe=recipe, template=template, max_file_bytes=limit,
                                  only_layer=only_layer, dry_run=dry_run, components=comps, workers=workers,
                                  inputs={"mmproj": mmproj, "drafter": list(drafter or []) or None}, proposal=request,
-                                 artifact_id=staged["artifact_id"], artifact_id_from_content=staged["from_content"],
-                                 plan_only=staged["plan_only"], backend=staged["backend"],
-                                 scheduler=staged["scheduler"])
+                                 **staging)
         bars = _Bars(byte_progress(disable=json_out or dry_run or options.staged))
         with bars.progress:
             outcome = run_conversion(options, on_plan=bars.plan, progress=bars.advance,
