@@ -57,6 +57,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from converters.acceptance.gates.codes import finding
+from converters.acceptance.registry import GateContext, gate, new_report, run_gates
+from converters.acceptance.report import SCHEMA_CHECK, Report
 from converters.errors import ConverterError
 from converters.mapping.recipes import load_recipe
 from converters.model.engine import open_model
@@ -425,10 +428,54 @@ def check_producer(objects, producer: Producer, workers: int | None = None) -> d
             "borrowed": dict(sorted(borrowed.items())), "ok": ok}
 
 
+class CheckRun(GateContext):
+    """What check's three gates share: the opened source, the plan, the objects to write (template applied)."""
+
+    def __init__(self, report: Report, model, plan, objects, producer: Producer, workers: int | None):
+        super().__init__(report)
+        self.model, self.plan, self.objects, self.producer, self.workers = model, plan, objects, producer, workers
+
+    def has(self, need: str) -> bool:
+        return need in ("source", "plan")
+
+
+@gate("check", "1", "geometry", needs=("source", "plan"),
+      summary="planned pieces grouped by source type, rows, columns, target format and method: source bytes, "
+              "target bytes, padding; a ternary payload the layout arithmetic does not give fails")
+def geometry(run, g):
+    c1 = run.report.sections["check1"] = check_geometry(run.plan, run.model.sources)
+    g.check("groups", "padding", "layout_payload")
+    return [finding("CHECK_GEOMETRY_MISMATCH", f"{r['source_type']} {r['n']}x{r['k']} -> {r['format']}: {r['note']}")
+            for r in c1["groups"] if r["note"].startswith("MISMATCH")]
+
+
+@gate("check", "2", "roundtrip", needs=("source", "plan"),
+      summary="one source tensor per role: byte round trip (or codes for ternary sources), decode equality, "
+              "the multiplier probe that catches a wrong offset")
+def roundtrip(run, g):
+    c2 = run.report.sections["check2"] = check_roundtrip(run.plan, run.model)
+    g.check("bytes_equal", "codes_equal", "decode_equal", "offset_probe")
+    return [finding("CHECK_ROUNDTRIP_FAILED", f"{s['tensor']}: {'; '.join(s['problems'])}", path=s["parameter"])
+            for s in c2["samples"] if s["verdict"] != "OK"]
+
+
+@gate("check", "3", "producer", needs=("source", "plan"),
+      summary="every object of the output produced (streamed, counted, not kept) to its planned encoded size; "
+              "objects a template lends listed as borrowed")
+def producer(run, g):
+    c3 = run.report.sections["check3"] = check_producer(run.objects, run.producer, run.workers)
+    g.check("produced_bytes", "encoded_size")
+    return [finding("CHECK_PRODUCER_FAILED", f"{r['object']}: {r['status']}", path=r["object"])
+            for r in c3["objects"] if r["status"] not in ("OK", "borrowed")]
+
+
 def run_check(gguf, *, template=None, recipe=None, components=("text",), workers: int | None = None,
               source=None) -> dict:
-    """The three checks on ``gguf`` (a path; or ``source``, an open Source, for tests); read-only."""
+    """The three checks on ``gguf`` (a path; or ``source``, an open Source, for tests); read-only. The JSON
+    document: ``source``, ``recipe``, ``template``, ``check1``–``check3``, the ``gates`` with their findings
+    (docs/acceptance.md) and ``result`` ``OK`` / ``FAILED``."""
     tpl = open_artifact(template) if template is not None else None
+    report = new_report("check", SCHEMA_CHECK)
     try:
         rec = load_recipe(recipe if recipe is not None else template_recipe(tpl))
         with open_model(source if source is not None else gguf, components=components) as model:
@@ -437,13 +484,13 @@ def run_check(gguf, *, template=None, recipe=None, components=("text",), workers
                                      rule="check_source_kind")
             plan = plan_conversion(model, rec)
             objects = apply_template(plan, tpl) if tpl is not None else list(plan.objects)
-            c1 = check_geometry(plan, model.sources)
-            c2 = check_roundtrip(plan, model)
-            c3 = check_producer(objects, Producer(model.sources, hadamard_seed=rec.hadamard_seed), workers)
-            src = str(model.source.path)
+            report.sections.update(source=str(model.source.path), recipe=rec.name,
+                                   template=None if template is None else str(template))
+            run_gates("check", CheckRun(report, model, plan, objects,
+                                        Producer(model.sources, hadamard_seed=rec.hadamard_seed), workers))
     finally:
         if tpl is not None:
             tpl.close()
-    ok = c1["ok"] and c2["ok"] and c3["ok"]
-    return {"source": src, "recipe": rec.name, "template": None if template is None else str(template),
-            "check1": c1, "check2": c2, "check3": c3, "result": "OK" if ok else "FAILED"}
+    doc = report.to_json()
+    doc["result"] = "OK" if report.ok else "FAILED"
+    return doc
