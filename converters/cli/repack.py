@@ -67,7 +67,8 @@ def repack_command(
         out, summary = repack_artifact(source, target, max_file_bytes=limit, on_start=start,
                                        progress=lambda n: progress.advance(tasks[0], n))
     finally:
-        progress.stop()
+        if tasks:  # started
+            progress.stop()
     if json_out:
         emit_json(summary)
     else:

@@ -53,10 +53,19 @@ def encode_cmd(
 
     ids = [s.strip() for s in objects.split(",") if s.strip()] if objects is not None else None
     chosen = parse_shard(shard)
-    with byte_progress(disable=json_out) as progress:
-        task = progress.add_task("encode", total=None)
-        run = encode_staged(plan, objects=ids, shard=chosen, workers=workers, redo=redo,
-                            progress=lambda _oid, n: progress.advance(task, n))
+    progress = byte_progress(disable=json_out)
+    tasks = []
+
+    def start() -> None:  # the bar appears once the plan file is read
+        progress.start()
+        tasks.append(progress.add_task("encode", total=None))
+
+    try:
+        run = encode_staged(plan, objects=ids, shard=chosen, workers=workers, redo=redo, on_start=start,
+                            progress=lambda _oid, n: progress.advance(tasks[0], n))
+    finally:
+        if tasks:  # started
+            progress.stop()
     out = run.to_json()
     if json_out:
         emit_json(out)

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from converters.errors import ConversionError
+from converters.sources.kind import require_kind
 
 SCHEMA = "ninfer-convert-plan/v1"
 MAX_PLAN_BYTES = 256 << 20
@@ -137,6 +138,8 @@ class PlanFile:
     def load(cls, path: str | os.PathLike) -> PlanFile:
         """Read and check a plan file (typed errors naming the file and field)."""
         path = Path(path)
+        if path.exists():  # a model file or directory given for the plan: say what it is
+            require_kind(path, ("json",), command="encode / seal", rule="plan_schema", pass_unrecognised=True)
         try:
             size = path.stat().st_size
             if size > MAX_PLAN_BYTES:

@@ -111,10 +111,13 @@ class EncodeRun:
 
 
 def encode_staged(plan_path: str | Path, *, objects: list[str] | None = None, shard: tuple[int, int] | None = None,
-                  workers: int | None = None, redo: bool = False,
+                  workers: int | None = None, redo: bool = False, on_start: Callable[[], None] | None = None,
                   progress: Callable[[str, int], None] | None = None) -> EncodeRun:
-    """:func:`converters.scaleout.job.encode` (same parameters), then what is still missing."""
+    """:func:`converters.scaleout.job.encode` (same parameters), then what is still missing. ``on_start()``
+    is called once the plan file has been read and checked, before encoding."""
     sizes = {o["id"]: o["bytes"] for o in PlanFile.load(plan_path).objects}
+    if on_start is not None:
+        on_start()
     report = job.encode(plan_path, objects=objects, shard=shard, workers=workers, redo=redo, progress=progress)
     left = job.pending(plan_path)
     return EncodeRun(report, left, sum(sizes[i] for i in left))
