@@ -73,9 +73,11 @@ def test_require_kind_passes_unrecognised_files_only_when_asked(paths):
     ["repack", "{gguf}", "{tmp}/r.ninfer"],
     ["check", "--gguf", "{hf}"],
     ["inspect", "{unknown}"],
+    ["encode", "{gguf}"],
+    ["seal", "{hf}"],
 ])
 def test_every_command_gives_the_same_wrong_kind_message(paths, tmp_path, capsys, argv):
     rc = main([a.format(tmp=tmp_path, **paths) for a in argv])
     err = capsys.readouterr().err
-    assert rc == 1 and "(detected by content)" in err and f"convert {argv[0]} reads" in err
+    assert rc == 1 and "(detected by content)" in err and f"convert {argv[0]}" in err and " reads " in err
     assert list(tmp_path.iterdir()) == []  # nothing written

@@ -139,7 +139,7 @@ class PlanFile:
         """Read and check a plan file (typed errors naming the file and field)."""
         path = Path(path)
         if path.exists():  # a model file or directory given for the plan: say what it is
-            require_kind(path, ("json",), command="encode / seal", rule="plan_schema", pass_unrecognised=True)
+            require_kind(path, ("json",), command="encode / convert seal", rule="plan_schema", pass_unrecognised=True)
         try:
             size = path.stat().st_size
             if size > MAX_PLAN_BYTES:
