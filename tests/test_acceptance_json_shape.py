@@ -1,6 +1,6 @@
 """Scripts that read ``convert check/verify/validate --json`` and ``validation.json`` keep working: every key
 path those documents had when the one acceptance model replaced the per-command records is still there,
-with the same value types (docs/acceptance.md "Output stability"). Fields may be added, never removed."""
+with the same value types (docs/acceptance.md §Output stability). Fields may be added, never removed."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The gate registry: every acceptance gate of ``convert check``, ``verify`` and ``validate`` in one naming scheme
-(docs/acceptance.md "Gate registry").
+(docs/acceptance.md §Gate registry).
 
 A gate is a function ``run(ctx, gate) -> findings`` registered with :func:`gate`: its id (``verify.values``,
 ``validate.filesystem``, ``check.geometry``: the command, then what it checks), its label in the command's

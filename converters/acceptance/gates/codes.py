@@ -1,6 +1,6 @@
 """Finding codes of ``.ninfer`` acceptance: one table for ``convert validate`` (gates A–F), ``convert verify``
 (gates 1–7) and ``convert check`` (checks 1–3), each code with its fixed severity and the gates that report it
-(docs/acceptance.md "Gate registry").
+(docs/acceptance.md §Gate registry).
 
 A code has one meaning whichever command reports it: ``convert verify``'s structure, coverage and codec gates
 run the same checks as ``convert validate``'s gates A/B/C/F and report the same codes. ``validate`` is
@@ -11,7 +11,7 @@ golden numerics) or are ``check``'s (``CHECK_*``). :func:`finding` makes every f
 :data:`VALIDATE_CODES` is the :class:`~converters.acceptance.report.CodeTable` of ``convert validate``;
 ``docs/validation-codes.md`` documents every row of :data:`SPECS` (a test compares the two).
 
-Severities (docs/acceptance.md "One finding model"): ``ERROR`` rejects; ``BLOCKED_REPRODUCIBILITY`` may
+Severities (docs/acceptance.md §One finding model): ``ERROR`` rejects; ``BLOCKED_REPRODUCIBILITY`` may
 run but may not be called reproducible; ``WARNING_ARTIFACT`` (the ``WARNING_<AREA>`` a ``.ninfer`` artifact
 adds) is a writer-hygiene or completeness defect that does not change a decoded value; ``WARNING_SERVICE``
 constrains the serving layer; ``INFO`` is reported, not judged.
@@ -28,13 +28,15 @@ E, B, W, S, INFO = "ERROR", "BLOCKED_REPRODUCIBILITY", "WARNING_ARTIFACT", "WARN
 
 @dataclass(frozen=True)
 class GateCode:
-    """One code: severity, the ``validate`` gate (A–F or None) and the ``verify`` gate (1–7 or None)."""
+    """One code: severity, the ``validate`` gate (A–F or None), the ``verify`` gate (1–7 or None) and the
+    ``check`` gate (1–3, for ``CHECK_*`` codes)."""
 
     code: str
     severity: str
     validate_gate: str | None
     verify_gate: int | None
     summary: str
+    check_gate: int | None = None
 
 
 SPECS: tuple[GateCode, ...] = (
@@ -100,9 +102,9 @@ SPECS: tuple[GateCode, ...] = (
     GateCode("VERIFY_GOLDEN_LOGITS", E, None, 7, "Golden forward logits of the artifact disagree with the source's beyond the precision class's thresholds."),
     GateCode("VERIFY_GOLDEN_UNAVAILABLE", INFO, None, 7, "The golden forward does not cover this architecture or component; not run."),
     # check only: the conversion's self-test before writing (checks 1-3)
-    GateCode("CHECK_GEOMETRY_MISMATCH", E, None, None, "check 1: a group's payload bytes are not what the storage layout's arithmetic gives (docs/format/layouts.md)."),
-    GateCode("CHECK_ROUNDTRIP_FAILED", E, None, None, "check 2: a sampled tensor's bytes, codes or decoded values differ after the transcode, or its multipliers look read at a wrong offset."),
-    GateCode("CHECK_PRODUCER_FAILED", E, None, None, "check 3: an object could not be produced, or produced a byte count other than its planned encoded size."),
+    GateCode("CHECK_GEOMETRY_MISMATCH", E, None, None, "check 1: a group's payload bytes are not what the storage layout's arithmetic gives (docs/format/layouts.md).", check_gate=1),
+    GateCode("CHECK_ROUNDTRIP_FAILED", E, None, None, "check 2: a sampled tensor's bytes, codes or decoded values differ after the transcode, or its multipliers look read at a wrong offset.", check_gate=2),
+    GateCode("CHECK_PRODUCER_FAILED", E, None, None, "check 3: an object could not be produced, or produced a byte count other than its planned encoded size.", check_gate=3),
 )
 
 BY_CODE: dict[str, GateCode] = {c.code: c for c in SPECS}

@@ -1,7 +1,7 @@
-"""The seven gates of ``convert verify``, registered in :mod:`converters.acceptance.registry` (docs/acceptance.md
-"Gate registry"). Each reads the run's :class:`~converters.acceptance.gates.verify.VerifyRun` (the artifact, the
-opened source, what an earlier gate computed) and returns its findings; :func:`~converters.acceptance.gates.verify.verify`
-runs them in order.
+"""The seven gates of ``convert verify``, registered in :mod:`converters.acceptance.registry`
+(docs/acceptance.md §Gate registry). Each reads the run's context, ``VerifyRun`` of
+:mod:`converters.acceptance.gates.verify` (the artifact, the opened source, what an earlier gate computed),
+records its checks and evidence, and returns its findings; ``verify()`` runs them in order.
 
 A gate that needs the artifact is skipped when it cannot be opened; one that needs the source is skipped
 without it (``VERIFY_SKIPPED_NO_SOURCE``) — never passed. Values (4) and resources (6) still compare what needs

@@ -1,5 +1,5 @@
 """The one acceptance report model shared by check, verify and validate of every package kind
-(docs/acceptance.md "One finding model").
+(docs/acceptance.md §One finding model).
 
 Public API::
 

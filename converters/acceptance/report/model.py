@@ -5,7 +5,7 @@ the schema name and the kind-specific sections differ. ``convert verify`` and ``
 :class:`Finding`, :class:`Gate` and :class:`Report`; their JSON layout is the one scripts already read
 (:meth:`Report.to_json`, one layout per schema).
 
-Rules implemented here (docs/acceptance.md "One finding model"):
+Rules implemented here (docs/acceptance.md §One finding model):
 
 - A :class:`Finding` is ``{severity, code, gate, evidence}`` plus ``path``/``file``/``line`` where known and
   an optional structured ``detail``. Severities are ``ERROR``, ``BLOCKED_REPRODUCIBILITY``,
@@ -41,7 +41,7 @@ SCHEMAS = (SCHEMA_CALBIN, SCHEMA_NINFER, SCHEMA_VERIFY, SCHEMA_CHECK)
 #: schemas whose JSON lists findings once at report level, and per gate only their counts (validation.json)
 VALIDATION_SCHEMAS = (SCHEMA_CALBIN, SCHEMA_NINFER)
 
-#: The validation gates' letters and titles (docs/acceptance.md "Gate registry"), in report order.
+#: The validation gates' letters and titles (docs/acceptance.md §Gate registry), in report order.
 GATE_TITLES: dict[str, str] = {
     "A": "filesystem",
     "B": "schema",
@@ -61,7 +61,7 @@ _WARNING_RE = re.compile(r"^WARNING_[A-Z][A-Z0-9]*$")
 
 
 class Severity:
-    """Severity names and their order (``rank``: higher is worse; docs/acceptance.md "One finding model")."""
+    """Severity names and their order (``rank``: higher is worse; docs/acceptance.md §One finding model)."""
 
     ERROR = "ERROR"
     BLOCKED_REPRODUCIBILITY = "BLOCKED_REPRODUCIBILITY"
@@ -191,7 +191,7 @@ class CodeTable:
 class Gate:
     """One gate's machine-readable result: the checks it ran, its findings, and (verify, check) its evidence,
     time and skip reason. ``name`` is its label (``"A"``, ``"4"``), ``title`` what it is (``"filesystem"``,
-    ``"values"``), ``id`` its registry id (``"verify.values"``; docs/acceptance.md "Gate registry")."""
+    ``"values"``), ``id`` its registry id (``"verify.values"``; docs/acceptance.md §Gate registry)."""
 
     name: str
     title: str
@@ -372,7 +372,7 @@ class Report:
 
     # -- output -----------------------------------------------------------------------------------
     def to_json(self, sanitized: bool = False) -> dict[str, Any]:
-        """The report's JSON document, in its schema's layout (docs/acceptance.md "Output stability").
+        """The report's JSON document, in its schema's layout (docs/acceptance.md §Output stability).
 
         Validation (``validation.json``): ``schema``, ``package``, the sections, ``gates`` (finding counts),
         ``findings`` sorted worst first, then by gate, code, file and line, and ``verdict``. Verify: ``schema``,
