@@ -130,7 +130,3 @@ def finding(code: str, evidence: str, *, path: str | None = None, file: str | No
     c = spec(code)
     return Finding(c.severity, code, c.validate_gate, evidence, path=path or None, file=file or None,
                    detail=detail or None)
-
-
-#: the earlier name of :func:`finding`, while the gate modules that other work is moving still call it
-Issue = finding

@@ -34,10 +34,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from converters.acceptance.gates.codes import Issue
+from converters.acceptance.gates.codes import finding
 from converters.acceptance.gates.decode import ArtifactRows, LazyParameters, SourceRows
 from converters.acceptance.gates.values import EXACT_LABELS, object_facts
 from converters.acceptance.golden import TextSpec, compare_logits, forward, parameter_shapes
+from converters.acceptance.report import Finding
 from converters.errors import ConverterError
 from ninfer_core import codecs
 
@@ -98,18 +99,18 @@ def precision_class(art, names) -> Threshold:
     return CLASSES[worst]
 
 
-def check_golden(art, model, art_config) -> tuple[list[Issue], dict]:
+def check_golden(art, model, art_config) -> tuple[list[Finding], dict]:
     """Gate 7 on the text component; (issues, evidence)."""
     try:
         spec_src, spec_art = TextSpec.from_config(model.config), TextSpec.from_config(art_config)
     except ConverterError as exc:
-        return [Issue("VERIFY_GOLDEN_UNAVAILABLE", f"golden forward not run: {exc.message} ({exc.json_path})")], {}
+        return [finding("VERIFY_GOLDEN_UNAVAILABLE", f"golden forward not run: {exc.message} ({exc.json_path})")], {}
     shapes_src, shapes_art = parameter_shapes(spec_src), parameter_shapes(spec_art)
     bound = model.bound
     names = {p.name for p in bound.parameters}
     missing = sorted(n for n in shapes_src if n not in names and n != "text/output_head")
     if missing:
-        return [Issue("VERIFY_GOLDEN_UNAVAILABLE", f"golden forward not run: the source's mapping does not bind "
+        return [finding("VERIFY_GOLDEN_UNAVAILABLE", f"golden forward not run: the source's mapping does not bind "
                       f"{missing[0]} (and {len(missing) - 1} more)")], {}
     for spec, shapes in ((spec_src, shapes_src), (spec_art, shapes_art)):
         if spec.tie_word_embeddings:  # name the head explicitly: golden would otherwise copy the whole mapping
@@ -139,6 +140,6 @@ def check_golden(art, model, art_config) -> tuple[list[Issue], dict]:
         bad.append(f"top-1 agreement {metrics['top1_agreement']:.3f} < {th.top1}")
     issues = []
     if bad:
-        issues.append(Issue("VERIFY_GOLDEN_LOGITS", f"{len(tokens)} tokens, {th.precision} artifact: {'; '.join(bad)} "
+        issues.append(finding("VERIFY_GOLDEN_LOGITS", f"{len(tokens)} tokens, {th.precision} artifact: {'; '.join(bad)} "
                             f"(max abs error {metrics['max_abs_error']:.4g})", detail=evidence))
     return issues, evidence

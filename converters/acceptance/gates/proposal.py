@@ -21,9 +21,10 @@ from functools import partial
 
 import numpy as np
 
-from converters.acceptance.gates.codes import Issue
+from converters.acceptance.gates.codes import finding
 from converters.acceptance.gates.decode import SourceRows
 from converters.acceptance.gates.values import Target
+from converters.acceptance.report import Finding
 from converters.pipeline.proposal import HEAD, TEXT_HEAD, TOKEN_IDS
 from ninfer_core import TensorObject, codecs
 from ninfer_core.errors import NinferError
@@ -41,7 +42,7 @@ def proposal_record(art) -> dict | None:
     return proposal.to_json() if proposal is not None else None
 
 
-def check_token_ids(art, config) -> tuple[list[Issue], np.ndarray | None]:
+def check_token_ids(art, config) -> tuple[list[Finding], np.ndarray | None]:
     """Issues of an indexed proposal's token map, and the ids when they are usable (see the module docstring)."""
     record = proposal_record(art)
     if not record or record.get("domain") != "indexed" or TOKEN_IDS not in art.bindings:
@@ -52,24 +53,24 @@ def check_token_ids(art, config) -> tuple[list[Issue], np.ndarray | None]:
     not_int = [o for o in objects if not isinstance(o, TensorObject) or o.format not in INTEGER_FORMATS]
     if not_int or not objects:
         fmt = getattr(not_int[0], "format", "a resource") if not_int else "nothing readable"
-        return [Issue("NINFER_PROPOSAL_TOKEN_IDS", f"{TOKEN_IDS} is {fmt}: token ids are integers "
+        return [finding("NINFER_PROPOSAL_TOKEN_IDS", f"{TOKEN_IDS} is {fmt}: token ids are integers "
                       f"({', '.join(INTEGER_FORMATS)})", path=where)], None
     try:
         ids = integer_values(art, b)
     except NinferError as exc:
-        return [Issue("NINFER_PROPOSAL_TOKEN_IDS", f"{TOKEN_IDS} cannot be read: {exc.message}", path=where)], None
+        return [finding("NINFER_PROPOSAL_TOKEN_IDS", f"{TOKEN_IDS} cannot be read: {exc.message}", path=where)], None
     issues = []
     vocab = config.get("vocab_size")
     if isinstance(vocab, int):
         outside = np.flatnonzero((ids < 0) | (ids >= vocab))
         if outside.size:
-            issues.append(Issue("NINFER_PROPOSAL_TOKEN_IDS", f"{TOKEN_IDS}: {outside.size} of {ids.size} ids are not "
+            issues.append(finding("NINFER_PROPOSAL_TOKEN_IDS", f"{TOKEN_IDS}: {outside.size} of {ids.size} ids are not "
                                 f"text vocabulary rows [0, {vocab}): {_listed(ids, outside)}", path=where,
                                 detail={"positions": outside[:50].tolist()}))
     values, first, counts = np.unique(ids, return_index=True, return_counts=True)
     repeated = np.sort(first[counts > 1])
     if repeated.size:
-        issues.append(Issue("NINFER_PROPOSAL_TOKEN_IDS", f"{TOKEN_IDS}: {repeated.size} ids occur more than once "
+        issues.append(finding("NINFER_PROPOSAL_TOKEN_IDS", f"{TOKEN_IDS}: {repeated.size} ids occur more than once "
                             f"(each token is proposed once): {_listed(ids, repeated)}", path=where,
                             detail={"ids": ids[repeated][:50].tolist()}))
     return issues, (None if issues else ids)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from converters.acceptance.gates.codes import Issue
+from converters.acceptance.gates.codes import finding
 from converters.acceptance.gates.contract import (
     Expected,
     expected_proposal,
@@ -26,6 +26,7 @@ from converters.acceptance.gates.contract import (
 )
 from converters.acceptance.gates.declared import declared_parameters
 from converters.acceptance.gates.proposal import proposal_record
+from converters.acceptance.report import Finding
 from converters.errors import ConverterError
 from converters.model import architectures
 
@@ -78,7 +79,7 @@ class ArtifactExpectation:
 
     expected: dict[str, Expected] = field(default_factory=dict)
     unchecked: dict[str, str] = field(default_factory=dict)
-    issues: list[Issue] = field(default_factory=list)
+    issues: list[Finding] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
 
 
@@ -88,7 +89,7 @@ def expected_from_artifact(art) -> ArtifactExpectation:
     out = ArtifactExpectation()
     text = art.components.get("text")
     if text is None:
-        out.issues.append(Issue("NINFER_CONFIG_INVALID", "the artifact has no text component", path="$.components"))
+        out.issues.append(finding("NINFER_CONFIG_INVALID", "the artifact has no text component", path="$.components"))
         return out
     config = dict(text.config)
     try:
@@ -122,7 +123,7 @@ def expected_from_artifact(art) -> ArtifactExpectation:
     return out
 
 
-def _invalid(component: str, exc: ConverterError) -> Issue:
+def _invalid(component: str, exc: ConverterError) -> Finding:
     where = f" ({exc.json_path})" if exc.json_path else ""
-    return Issue("NINFER_CONFIG_INVALID", f"components.{component}.config: {exc.message}{where}",
+    return finding("NINFER_CONFIG_INVALID", f"components.{component}.config: {exc.message}{where}",
                  path=f"$.components.{component}.config")
