@@ -1,3 +1,5 @@
-"""Acceptance: is a written artifact right? ``check`` (the read-only self-test of a conversion),
-``gates`` (``convert verify``'s gates and the ``.ninfer`` validator's), ``golden`` (the reference forward),
-``calbin`` (static acceptance of compiled packages) and ``report`` (the one findings/report model)."""
+"""Acceptance: is a written artifact right? ``registry`` (every gate of check, verify and validate, and the loop
+that runs a command's gates), ``check`` (the read-only self-test of a conversion), ``gates`` (the checks
+``convert verify``'s and the ``.ninfer`` validator's gates are built from), ``validate_ninfer``, ``golden`` (the
+reference forward), ``calbin`` (static acceptance of compiled packages) and ``report`` (the one finding and
+report model). How they relate: docs/acceptance.md."""
