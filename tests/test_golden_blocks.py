@@ -18,7 +18,7 @@ def spec(**overrides) -> golden.TextSpec:
         "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 4, "rms_norm_eps": 1e-6,
         "rope_parameters": {"rope_theta": 100.0, "partial_rotary_factor": 0.5}, "tie_word_embeddings": False,
         "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 2,
-        "linear_value_head_dim": 2, "linear_conv_kernel_dim": 3,
+        "linear_value_head_dim": 2, "linear_conv_kernel_dim": 3, "attn_output_gate": True,
     }
     cfg.update(overrides)
     return golden.TextSpec.from_config(cfg)
@@ -213,7 +213,8 @@ def random_params(config, seed):
 def test_small_model_forward_over_two_tokens_matches_scalar_loops(model_type):
     config = {
         "model_type": model_type, "vocab_size": 7, "hidden_size": 8, "intermediate_size": 6,
-        "num_hidden_layers": 1 if model_type == "qwen3" else 2, "full_attention_interval": 2,
+        "num_hidden_layers": 1 if model_type == "qwen3" else 2, "attn_output_gate": True,
+        "layer_types": ["full_attention"] if model_type == "qwen3" else ["linear_attention", "full_attention"],
         "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8, "rms_norm_eps": 1e-6,
         "rope_parameters": {"rope_theta": 1000.0}, "tie_word_embeddings": model_type == "qwen3",
         "linear_num_key_heads": 1, "linear_num_value_heads": 2, "linear_key_head_dim": 4,

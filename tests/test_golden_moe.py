@@ -114,9 +114,11 @@ BASE = {"vocab_size": 7, "hidden_size": 8, "num_attention_heads": 2, "num_key_va
         "rms_norm_eps": 1e-6, "rope_parameters": {"rope_theta": 1000.0}, "tie_word_embeddings": False,
         "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 3, "linear_num_key_heads": 1,
         "linear_num_value_heads": 2, "linear_key_head_dim": 4, "linear_value_head_dim": 4,
-        "linear_conv_kernel_dim": 4, "full_attention_interval": 2}
+        "linear_conv_kernel_dim": 4, "attn_output_gate": True, "layer_types": ["linear_attention", "full_attention"]}
+# normalised configs (converters/model/config_normalize.py): decoder_sparse_step is folded into mlp_only_layers
 CONFIGS = {
-    "qwen3_moe": {**BASE, "model_type": "qwen3_moe", "num_hidden_layers": 1, "norm_topk_prob": False},
+    "qwen3_moe": {**BASE, "model_type": "qwen3_moe", "num_hidden_layers": 1, "norm_topk_prob": False,
+                  "intermediate_size": 5, "mlp_only_layers": [], "layer_types": ["full_attention"]},
     "qwen3_next": {**BASE, "model_type": "qwen3_next", "num_hidden_layers": 2, "mlp_only_layers": [0],
                    "intermediate_size": 5, "shared_expert_intermediate_size": 6},
     "qwen3_5_moe_text": {**BASE, "model_type": "qwen3_5_moe_text", "num_hidden_layers": 2,
@@ -197,11 +199,12 @@ def test_tiny_moe_models_over_two_tokens_match_scalar_loops(model_type):
 
 def test_sparse_layers_and_renormalisation_follow_the_family():
     def moe(**cfg):
-        return golden.TextSpec.from_config({**CONFIGS["qwen3_next"], "num_hidden_layers": 6, **cfg}).moe
+        six = {"num_hidden_layers": 6, "layer_types": ["linear_attention", "full_attention"] * 3}
+        return golden.TextSpec.from_config({**CONFIGS["qwen3_next"], **six, **cfg}).moe
 
     assert moe().layers == {1, 2, 3, 4, 5} and moe().norm_topk_prob is True  # mlp_only_layers [0]
-    assert moe(mlp_only_layers=[], decoder_sparse_step=2).layers == {1, 3, 5}  # (l + 1) % step == 0
-    assert moe(mlp_only_layers=[3], decoder_sparse_step=2).layers == {1, 5}
+    assert moe(mlp_only_layers=[0, 2, 4]).layers == {1, 3, 5}  # decoder_sparse_step 2, folded by the normaliser
+    assert moe(mlp_only_layers=[]).layers == set(range(6))
     assert moe(norm_topk_prob=False).norm_topk_prob is False
     q3 = golden.TextSpec.from_config({k: v for k, v in CONFIGS["qwen3_moe"].items() if k != "norm_topk_prob"}).moe
     assert q3.norm_topk_prob is False and q3.shared_intermediate_size == 0  # Qwen3MoeConfig default; no shared
@@ -220,9 +223,10 @@ def test_sparse_layers_and_renormalisation_follow_the_family():
     ("qwen3_moe", {"num_experts_per_tok": 0}, "config.num_experts_per_tok"),
     ("qwen3_moe", {"moe_intermediate_size": None}, "config.moe_intermediate_size"),
     ("qwen3_moe", {"num_experts": "many"}, "config.num_experts"),
-    ("qwen3_moe", {"mlp_only_layers": [0]}, "config.intermediate_size"),  # a dense layer needs its width
+    ("qwen3_moe", {"intermediate_size": None}, "config.intermediate_size"),  # a dense layer's width
     ("qwen3_moe", {"mlp_only_layers": [1]}, "config.mlp_only_layers"),
-    ("qwen3_next", {"decoder_sparse_step": 0}, "config.decoder_sparse_step"),
+    ("qwen3_next", {"layer_types": ["full_attention"]}, "config.layer_types"),
+    ("qwen3_next", {"norm_topk_prob": "yes"}, "config.norm_topk_prob"),
     ("qwen3_next", {"shared_expert_intermediate_size": None}, "config.shared_expert_intermediate_size"),
 ])
 def test_bad_moe_configs_are_typed_errors_naming_the_field(model_type, change, field):

@@ -187,7 +187,7 @@ def loop_qwen2(cfg, p, tokens):
 @pytest.mark.parametrize("cfg", [CFG2, CFG25], ids=["qwen2-tied", "qwen25-untied"])
 def test_golden_forward_with_biases_matches_a_scalar_loop(cfg):
     small = {**cfg, "hidden_size": 16, "intermediate_size": 24, "num_hidden_layers": 2, "vocab_size": 11,
-             "num_attention_heads": 2, "num_key_value_heads": 1}
+             "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8}  # normalised: head_dim stated
     shapes = golden.parameter_shapes(golden.TextSpec.from_config(small))
     assert {n for n in shapes if n.endswith("_bias")} == {f"text/layers/{i}/attention/{b}" for i in (0, 1)
                                                           for b in BIASES}

@@ -1,6 +1,8 @@
-"""Golden numerics: a numpy reference forward pass of Qwen3 / Qwen3.5 text models, dense and mixture-of-experts.
+"""Golden numerics: a numpy reference forward pass of the registered text architectures (Qwen2/Qwen2.5, Qwen3,
+Qwen3.5, dense and mixture-of-experts).
 
-``forward(config, params, tokens)`` runs the text model over a few tokens from the logical
+``forward(config, params, tokens)`` runs the text model of a *normalised* config (``components.text.config``)
+over a few tokens from the logical
 parameters of the shared contract (``text/token_embedding``, ``text/layers/{l}/attention/query``,
 ``text/layers/{l}/gdn/a_log``, …; HF values and HF order) and returns the logits ``[T, V]``;
 ``compare_logits`` reports top-1 agreement, max absolute error and cosine. ``convert verify`` runs
@@ -9,7 +11,10 @@ float64 by default so the reference itself adds no rounding worth measuring. The
 from its text architecture module (``converters.model.architectures``, found by ``model_type``, else
 ``architectures``): its ``GOLDEN`` :class:`~converters.model.architectures._family.Family` says which optional
 parts the one code path below uses (zero-centred norms, gated query, q/k norms, q/k/v biases, hybrid
-layers, the sparse MoE block and its routing defaults). This module keeps no table of families.
+layers, the sparse MoE block and its routing defaults). The geometry and layer kinds are the architecture's
+``Args`` (strict: a missing or mistyped field is an error, rule ``golden_config``); the config itself gives
+only ``rms_norm_eps`` and the RoPE parameters. This module keeps no table of families and reads no config
+field with a default of its own: transformers' defaults are applied once, by the config normaliser.
 
 Semantics, as read in transformers (``models/qwen3_5/modeling_qwen3_5.py`` @009e78d6, ``models/qwen3``):
 
@@ -60,7 +65,6 @@ Semantics, as read in transformers (``models/qwen3_5/modeling_qwen3_5.py`` @009e
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -78,14 +82,12 @@ def _config_error(field: str, message: str) -> ConversionError:
     return ConversionError(message, json_path=f"config.{field}", rule="golden_config")
 
 
-def _field(cfg: Mapping, field: str, kind: type = int):
-    """``cfg[field]`` converted to ``kind``; a typed error naming the field when absent or unconvertible."""
-    if field not in cfg or cfg[field] is None:
-        raise _config_error(field, "required field missing")
-    try:
-        return kind(cfg[field])
-    except (TypeError, ValueError):
-        raise _config_error(field, f"expected {kind.__name__}, got {cfg[field]!r}") from None
+def _number(cfg: Mapping, field: str, where: Mapping | None = None) -> float:
+    """``where[field]`` (default: ``cfg``) as a float; a typed error naming the field when absent or not a number."""
+    value = (cfg if where is None else where).get(field)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _config_error(field, "required field missing" if value is None else f"expected a number, got {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -100,23 +102,18 @@ class MoeSpec:
     norm_topk_prob: bool
 
     @classmethod
-    def from_config(cls, cfg: Mapping, kind: MoeKind, num_layers: int) -> MoeSpec:
-        shared, norm_default, dense_possible = kind.shared_expert, kind.norm_topk_default, kind.dense_layers
-        experts, top_k = _field(cfg, "num_experts"), _field(cfg, "num_experts_per_tok")
-        if not 1 <= top_k <= experts:
-            raise _config_error("num_experts_per_tok", f"{top_k} must be in 1..num_experts ({experts})")
-        layers = frozenset(range(num_layers))
-        if dense_possible:
-            dense, step = cfg.get("mlp_only_layers"), cfg.get("decoder_sparse_step")
-            dense, step = [] if dense is None else dense, 1 if step is None else step  # transformers' defaults
-            if not isinstance(dense, list | tuple) or not all(isinstance(n, int) and 0 <= n < num_layers for n in dense):
-                raise _config_error("mlp_only_layers", f"expected layer indices in 0..{num_layers - 1}, got {dense!r}")
-            if not isinstance(step, int) or step < 1:
-                raise _config_error("decoder_sparse_step", f"expected a positive integer, got {step!r}")
-            layers = frozenset(n for n in layers if n not in dense and (n + 1) % step == 0)
-        return cls(layers=layers, num_experts=experts, top_k=top_k, intermediate_size=_field(cfg, "moe_intermediate_size"),
-                   shared_intermediate_size=_field(cfg, "shared_expert_intermediate_size") if shared else 0,
-                   norm_topk_prob=True if norm_default is None else bool(cfg.get("norm_topk_prob", norm_default)))
+    def from_args(cls, cfg: Mapping, kind: MoeKind, args, sparse: frozenset[int]) -> MoeSpec:
+        """The block of an architecture's ``Args`` (experts, widths), its sparse layers and the config's
+        ``norm_topk_prob`` (the family's default where the config has none; None: always renormalised)."""
+        norm = kind.norm_topk_default
+        if norm is not None:
+            norm = cfg.get("norm_topk_prob", norm)
+            if not isinstance(norm, bool):
+                raise _config_error("norm_topk_prob", f"expected a boolean, got {norm!r}")
+        return cls(layers=sparse, num_experts=args.num_experts, top_k=args.num_experts_per_tok,
+                   intermediate_size=args.moe_intermediate_size,
+                   shared_intermediate_size=args.shared_expert_intermediate_size if kind.shared_expert else 0,
+                   norm_topk_prob=True if norm is None else norm)
 
 
 @dataclass(frozen=True)
@@ -157,51 +154,51 @@ class TextSpec:
 
     @classmethod
     def from_config(cls, config: Mapping) -> TextSpec:
+        """The spec of a normalised text config (``components.text.config``: HF field names, every field the
+        converter's config rules fill in): the architecture module by ``model_type`` (else ``architectures``),
+        its ``Args`` for the geometry and layer kinds, its ``GOLDEN`` family for the conventions, and from the
+        config only ``rms_norm_eps`` and the RoPE parameters. Nothing is defaulted here; an error (rule
+        ``golden_config``) names the missing or invalid field."""
         cfg = config.get("text_config") or config
         arch = architectures.for_model_type(cfg.get("model_type", ""), config.get("architectures"))
         if arch is None:
             known = ", ".join(m.NAME for m in architectures.text_modules() if not hasattr(m, "detect"))
             raise _config_error("model_type", f"golden forward supports the text architectures {known}, not "
                                 f"{cfg.get('model_type')!r} / {config.get('architectures')!r}")
-        fam = arch.GOLDEN
+        try:
+            args = arch.Args.from_config(dict(cfg), file="config")
+        except ConversionError as exc:
+            raise ConversionError(exc.message, json_path=exc.json_path, rule="golden_config") from None
+        return cls.from_args(cfg, arch, args)
 
-        need = functools.partial(_field, cfg)
+    @classmethod
+    def from_args(cls, cfg: Mapping, arch, args) -> TextSpec:
+        """The spec of architecture module ``arch`` with its ``args``; ``cfg`` gives ``rms_norm_eps`` and the RoPE
+        theta and rotary fraction (``rope_parameters`` or, as older configs keep them, the top level; the
+        family's rotary fraction where neither states one)."""
+        fam = arch.GOLDEN
         rope = cfg.get("rope_parameters") or {}
-        theta = rope.get("rope_theta", cfg.get("rope_theta"))
-        if theta is None:
-            raise _config_error("rope_parameters.rope_theta", "required field missing (or top-level rope_theta)")
-        partial = float(rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", fam.partial_rotary_factor)))
-        heads = need("num_attention_heads")
-        head_dim = int(cfg.get("head_dim") or need("hidden_size") // heads)
-        layers = need("num_hidden_layers")
-        if not fam.hybrid:
-            layer_types = ("full_attention",) * layers
-        elif cfg.get("layer_types"):
-            layer_types = tuple(cfg["layer_types"])
-        else:
-            every = int(cfg.get("full_attention_interval", 4))
-            layer_types = tuple("full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(layers))
-        if len(layer_types) != layers or set(layer_types) - {"full_attention", "linear_attention"}:
-            raise _config_error("layer_types", f"expected {layers} of full_attention/linear_attention")
-        moe = MoeSpec.from_config(cfg, fam.moe, layers) if fam.moe else None
-        dense = moe is None or len(moe.layers) < layers
+        theta = _number(cfg, "rope_theta", rope if "rope_theta" in rope else cfg)
+        partial = rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", fam.partial_rotary_factor))
+        kinds = list(args.layer_kinds())
+        mixers = tuple(k.removesuffix("_moe").removesuffix("_dense") for k in kinds)
+        if set(mixers) - {"full_attention", "linear_attention"}:
+            raise _config_error("layer_types", f"expected full_attention/linear_attention layers, got {kinds}")
+        sparse = frozenset(n for n, k in enumerate(kinds) if fam.moe and not k.endswith("_dense"))
+        moe = MoeSpec.from_args(cfg, fam.moe, args, sparse) if fam.moe else None
+        head_dim = args.head_dim
+        hybrid = {f: getattr(args, f) for f in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                                                "linear_value_head_dim", "linear_conv_kernel_dim")
+                  if "linear_attention" in mixers}
         spec = cls(
             family=fam.name, architecture=arch.NAME, qk_norm=fam.qk_norm, qkv_bias=fam.qkv_bias,
-            vocab_size=need("vocab_size"), hidden_size=need("hidden_size"), moe=moe,
-            intermediate_size=need("intermediate_size") if dense else 0, layer_types=layer_types, num_heads=heads,
-            num_kv_heads=need("num_key_value_heads"), head_dim=head_dim, rms_norm_eps=need("rms_norm_eps", float),
-            rope_theta=float(theta), rotary_dim=int(head_dim * partial),
-            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", config.get("tie_word_embeddings", False))),
-            attn_output_gate=fam.attn_output_gate and bool(cfg.get("attn_output_gate", True)),
-            zero_centred_norms=fam.zero_centred_norms,
-            **({} if "linear_attention" not in layer_types else {
-                f: need(f) for f in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-                                     "linear_value_head_dim", "linear_conv_kernel_dim")}),
-        )
-        if spec.num_heads % spec.num_kv_heads:
-            raise _config_error("num_key_value_heads", "num_attention_heads must be a multiple of it")
-        if spec.linear_num_key_heads and spec.linear_num_value_heads % spec.linear_num_key_heads:
-            raise _config_error("linear_num_value_heads", "must be a multiple of linear_num_key_heads")
+            vocab_size=args.vocab_size, hidden_size=args.hidden_size, moe=moe,
+            intermediate_size=getattr(args, "intermediate_size", 0) if len(sparse) < len(kinds) else 0,
+            layer_types=mixers, num_heads=args.num_attention_heads, num_kv_heads=args.num_key_value_heads,
+            head_dim=head_dim, rms_norm_eps=_number(cfg, "rms_norm_eps"), rope_theta=theta,
+            rotary_dim=int(head_dim * _number({"partial_rotary_factor": partial}, "partial_rotary_factor")),
+            tie_word_embeddings=args.tie_word_embeddings, attn_output_gate=fam.attn_output_gate,
+            zero_centred_norms=fam.zero_centred_norms, **hybrid)
         if spec.rotary_dim % 2 or not 0 <= spec.rotary_dim <= head_dim:
             raise _config_error("rope_parameters.partial_rotary_factor", f"rotary dim {spec.rotary_dim} invalid")
         return spec
