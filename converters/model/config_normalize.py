@@ -6,8 +6,9 @@ Container §4.2: a component's ``config`` carries the architecture's standard ``
 ``config.json`` key feeds which field, the defaults transformers or llama.cpp apply, the evidence — are
 data in ``mappings/config/*.yaml`` (:mod:`converters.model.config_rules`); this module applies them:
 
-- :func:`normalize_text_config` / :func:`explain_text_config` for a GGUF (``general.architecture`` is
-  ``qwen3``, ``qwen35``, ``qwen3next``, ``qwen3moe`` or ``qwen35moe``) or an HF directory (``config.json``,
+- :func:`normalize_text_config` / :func:`explain_text_config` for a GGUF (its ``general.architecture`` names
+  a rules file's ``gguf.arch``: ``qwen2``, ``qwen3``, ``qwen35``, ``qwen3next``, ``qwen3moe``, ``qwen35moe``;
+  a new architecture adds its file, not code) or an HF directory (``config.json``,
   the ``text_config`` of a ``*ForConditionalGeneration``, transformers 5 ``rope_parameters`` variants).
 - :func:`normalize_vision_config` / :func:`explain_vision_config` for an mmproj GGUF (``clip.vision.*``)
   or an HF directory's ``vision_config``.
