@@ -164,7 +164,6 @@ class VerifyRun(GateContext):
         for cid, rec in model.component_records.items():
             kinds = list(rec.args.layer_kinds())
             out[cid] = list(range(len(kinds))) if self.sweep else sample_layers(kinds)
-        self.report.layers = text
         return out
 
     @cached_property

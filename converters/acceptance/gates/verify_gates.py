@@ -115,6 +115,7 @@ def values(run, g):
     g.checks[:0] = ["exact_equality", "format_tolerance"]
     checked, art, model = run.checked, run.artifact, run.model
     chosen = run.chosen
+    run.report.layers = chosen["text"]
     n_layers = len(model.bound.layer_kinds)
     layers_bound = sorted({layer_of(p.name) for p in model.bound.parameters
                            if p.component == "text" and p.name in art.bindings} - {None})
