@@ -81,3 +81,13 @@ def test_every_command_gives_the_same_wrong_kind_message(paths, tmp_path, capsys
     err = capsys.readouterr().err
     assert rc == 1 and "(detected by content)" in err and f"convert {argv[0]}" in err and " reads " in err
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_open_source_refuses_other_kinds_with_the_same_message(paths):
+    from converters.sources import open_source
+
+    with pytest.raises(SourceError, match="a model source is a GGUF file, a safetensors file or a checkpoint "
+                                          "directory; use verify, validate, repack or inspect"):
+        open_source(paths["ninfer"])
+    with pytest.raises(SourceError, match="is a calbin package"):
+        open_source(paths["calbin"])  # a directory, but no checkpoint

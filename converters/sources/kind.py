@@ -23,7 +23,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from converters.errors import SourceError
-from converters.sources import sniff
+from converters.sources.fileio import OpenFile
+from ninfer_core.container.framing import ENTRY_MAGIC, PART_MAGIC
 
 CALBIN_RUNTIME_META = "model_memory_reserved_info.txt"  # the file that marks a calbin package directory
 
@@ -61,6 +62,29 @@ def is_calbin_package(path: str | Path) -> bool:
         return False
 
 
+def sniff(path: str | Path) -> str:
+    """The kind of file at ``path`` from its first bytes: ``gguf``, ``safetensors``, ``ninfer``,
+    ``ninfer_part``, ``json`` or ``unknown``; ``directory`` for a directory (raises a typed error for
+    unusable paths). The magic is matched without its version byte, so another container version is
+    still named a ``.ninfer`` file and its reader says which version it is."""
+    p = Path(path)
+    if p.is_dir():
+        return "directory"
+    with OpenFile(p) as f:
+        head = f.pread(min(f.size, 9), 0) if f.size else b""
+    if head.startswith(b"GGUF"):
+        return "gguf"
+    if head.startswith(ENTRY_MAGIC[:7]):
+        return "ninfer"
+    if head.startswith(PART_MAGIC[:7]):
+        return "ninfer_part"
+    if len(head) == 9 and head[8:9] == b"{":
+        return "safetensors"
+    if head[:1] in (b"{", b"["):
+        return "json"
+    return "unknown"
+
+
 def detect_kind(path: str | Path) -> str:
     """The kind of ``path`` (table above), from its content; a missing or unusable path raises
     :class:`~converters.errors.SourceError` (``target_unavailable``)."""
@@ -70,14 +94,16 @@ def detect_kind(path: str | Path) -> str:
     return sniff(p)
 
 
-def wrong_kind(path: str | Path, kind: str, accepted: Iterable[str], *, command: str,
+def wrong_kind(path: str | Path, kind: str, accepted: Iterable[str], *, command: str | None,
                rule: str = "source_kind") -> SourceError:
-    """The error for ``convert <command>`` given ``path`` of ``kind`` where it reads ``accepted`` kinds."""
+    """The error for ``convert <command>`` given ``path`` of ``kind`` where it reads ``accepted`` kinds
+    (``command=None``: where any model source is read)."""
     names = [DESCRIPTION[k] for k in accepted]
     wanted = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    reader = f"convert {command} reads" if command is not None else "a model source is"
     hint = f"; use {READ_BY[kind]}" if kind in READ_BY else ""
-    return SourceError(f"{Path(path).name} is {DESCRIPTION[kind]} (detected by content); convert {command} reads "
-                       f"{wanted}{hint}", file=str(path), code="target_unavailable", category="unsupported_target",
+    return SourceError(f"{Path(path).name} is {DESCRIPTION[kind]} (detected by content); {reader} {wanted}{hint}",
+                       file=str(path), code="target_unavailable", category="unsupported_target",
                        rule="ninfer_entry" if kind == "ninfer_part" else rule)
 
 
