@@ -1,8 +1,11 @@
 """The ``convert`` command line (typer + rich).
 
 Each command lives in its own module under ``converters/cli/`` and registers itself on :data:`app`
-through :func:`converters.cli.output.command`. This module only assembles them and runs the one error
-table: our typed errors (:class:`ninfer_core.errors.NinferError`, which the converters' errors extend)
+through :func:`converters.cli.output.command`. A command parses its arguments, makes one library call
+and renders the result: what a path holds is :mod:`converters.sources.kind`'s to say, report files are
+written by :mod:`converters.sources.atomic_write`, conversions run through
+:func:`converters.scaleout.run.run_conversion`. This module only assembles the commands and runs the one
+error table: our typed errors (:class:`ninfer_core.errors.NinferError`, which the converters' errors extend)
 become one line on stderr and exit code 1 (2 for usage); anything else is a bug and keeps its traceback.
 """
 
