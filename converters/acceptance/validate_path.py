@@ -6,7 +6,7 @@ or a JSON file is refused, naming the command that reads it; anything else — a
 continuation part, an unrecognisable file — goes to the ``.ninfer`` validator,
 ``converters.acceptance.validate_ninfer.validate_ninfer(path, *, context=None, batch=None)``, whose
 report says what is wrong with it. Both return one :class:`converters.acceptance.report.Report`;
-:func:`write_report` publishes its JSON as a new file, whole.
+:func:`write_report` publishes its JSON as a new file, whole; :func:`validate_to` is the command's one call.
 """
 
 from __future__ import annotations
@@ -45,6 +45,20 @@ def validate_path(path: Path, *, context: int | None = None, batch: int | None =
             "validation is not available in this build (converters.acceptance.validate_ninfer is missing)",
             file=str(path), rule="validate_kind") from None
     return module.validate_ninfer(path, context=context, batch=batch)
+
+
+def validate_to(path: Path, *, output: Path | None = None, sanitized: bool = False, context: int | None = None,
+                batch: int | None = None, fast: bool = False):
+    """``convert validate`` as one call: refuse an existing ``output`` before validating, run
+    :func:`validate_path`, publish the report's JSON (``sanitized``: shareable) to ``output`` when given.
+    Returns the report and that JSON document."""
+    if output is not None:
+        refuse_existing_report(output)
+    report = validate_path(path, context=context, batch=batch, fast=fast)
+    doc = report.to_json(sanitized=sanitized)
+    if output is not None:
+        write_report(output, doc)
+    return report, doc
 
 
 def report_exists(target: Path) -> ConverterError:

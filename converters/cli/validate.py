@@ -1,6 +1,6 @@
 """``convert validate PATH``: static acceptance, one ``validation.json`` for every package kind.
 
-One library call, :func:`converters.acceptance.validate_path.validate_path`: the kind is detected by
+One library call, :func:`converters.acceptance.validate_path.validate_to`: the kind is detected by
 content (never by name alone; :mod:`converters.sources.kind`), a calbin NPU package goes to its
 validator, a file or directory of another model kind is refused naming the command that reads it, and
 anything else is handed to the ``.ninfer`` validator.
@@ -39,14 +39,9 @@ def validate(
     fast: bool = typer.Option(False, "--fast", help="calbin: do not hash the parameter blocks (daily development)."),
 ) -> None:
     """Static acceptance (Gates A-F) of a calbin NPU package or a .ninfer artifact; verdict pass / pass_with_warnings / fail."""
-    from converters.acceptance.validate_path import refuse_existing_report, validate_path, write_report
+    from converters.acceptance.validate_path import validate_to
 
-    if output is not None:
-        refuse_existing_report(output)
-    report = validate_path(path, context=context, batch=batch, fast=fast)
-    doc = report.to_json(sanitized=sanitized)
-    if output is not None:
-        write_report(output, doc)
+    report, doc = validate_to(path, output=output, sanitized=sanitized, context=context, batch=batch, fast=fast)
     if json_out:
         emit_json(doc)
     else:
