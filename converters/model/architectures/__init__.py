@@ -1,4 +1,5 @@
-"""Architectures: one short module per model family, the mapping itself living in ``mappings/*.yaml``.
+"""Architectures: one short module per model family, the mapping itself living in ``mappings/*.yaml``
+(docs/architectures.md §What lives where).
 
 Like mlx-lm's ``models/``, each module is small and exports the same names:
 

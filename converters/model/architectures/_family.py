@@ -2,7 +2,7 @@
 (:mod:`converters.acceptance.golden`) switches on, declared by each architecture module as ``GOLDEN``.
 
 The forward pass has one code path; a family only says which of its optional parts a model has
-(the golden module's docstring gives each formula):
+(docs/architectures.md §The golden family; the golden module's docstring gives each formula):
 
 - ``zero_centred_norms`` — RMSNorm weights applied as ``1 + w`` (Qwen3.5, Qwen3-Next) instead of ``w``;
 - ``attn_output_gate`` — the query projection's second half of each head's rows gates the attention output;
