@@ -91,7 +91,8 @@ def all_modules() -> Iterator[ModuleType]:
 
 
 def text_modules() -> list[ModuleType]:
-    """The architectures a checkpoint's text model can be (those with a golden-forward family)."""
+    """The architectures a checkpoint's text model can be (those with a golden-forward family), layout
+    variants included."""
     return [m for m in all_modules() if hasattr(m, "GOLDEN")]
 
 

@@ -10,19 +10,20 @@ is llama.cpp's own layout and stays with ``qwen35.yaml`` (the recipe, not the ma
 from __future__ import annotations
 
 from converters.errors import ConversionError
-from converters.model.architectures.qwen35 import COMPONENTS, LAYER_KINDS, MTP, Args, heads
+from converters.model.architectures.qwen35 import COMPONENTS, GOLDEN, LAYER_KINDS, MTP, Args, heads
 from converters.sources.hadamard import PREFIX, has_rotation_metadata
 
 NAME = "bonsai"
 HF_ARCHITECTURES: tuple[str, ...] = ()  # a GGUF layout, never an HF checkpoint's own architecture
 GGUF_ARCHITECTURES = ("qwen35",)
 MAPPINGS = {"text": "bonsai.yaml"}
+MODEL_TYPES: tuple[str, ...] = ()  # found by detect, never by a config's model_type
 #: With ``--template``, taken from the template even though the GGUF could rebuild them (the
 #: tokenizer files of the official checkpoint the template was made from, not ones rebuilt from
 #: ``tokenizer.ggml.*``; the same tokenizer either way).
 TEMPLATE_BORROWS = ("frontend/",)
-__all__ = ["COMPONENTS", "GGUF_ARCHITECTURES", "HF_ARCHITECTURES", "LAYER_KINDS", "MAPPINGS", "MTP", "NAME",
-           "TEMPLATE_BORROWS", "Args", "detect", "heads"]
+__all__ = ["COMPONENTS", "GGUF_ARCHITECTURES", "GOLDEN", "HF_ARCHITECTURES", "LAYER_KINDS", "MAPPINGS", "MODEL_TYPES",
+           "MTP", "NAME", "TEMPLATE_BORROWS", "Args", "detect", "heads"]
 
 
 def detect(source) -> bool:
