@@ -1,6 +1,6 @@
 """``python -m tinymodels MODEL [--hf DIR] [--gguf FILE] [--mmproj FILE] [--counts FILE] [options] [--set K=V ...]``.
 
-Text models (``qwen35``, ``qwen3``, ``qwen2``, ``qwen3moe``, ``qwen35moe``, ``qwen3next``) are written as an HF
+Text models (every module with ``MODEL_NAME``: ``qwen35``, ``qwen3``, ``qwen2``, ``qwen3moe``, …) are written as an HF
 directory and/or a GGUF (llama.cpp layout); MoE models take ``--expert-layout`` (HF) and
 ``--fused-gate-up`` (GGUF), Qwen3.5 models ``--set mtp_num_hidden_layers=1`` for an MTP head.
 Components: ``vision`` (``--hf``: a ``Qwen3_5ForConditionalGeneration`` directory, ``--mmproj``: the
@@ -18,24 +18,11 @@ import json
 import logging
 import sys
 
-from tinymodels import (
-    bonsai,
-    dflash,
-    gguf_writer,
-    qwen2,
-    qwen3,
-    qwen3_moe,
-    qwen3_next,
-    qwen35,
-    qwen35_moe,
-    token_counts,
-    vision,
-)
+from tinymodels import bonsai, dflash, gguf_writer, models, qwen3_moe, qwen35, token_counts, vision
 from tinymodels.ternary_blocks import FORMATS
 
-MODELS = {"qwen35": qwen35, "qwen3": qwen3, "qwen2": qwen2, "qwen3moe": qwen3_moe, "qwen35moe": qwen35_moe, "qwen3next": qwen3_next}
-MOE_MODELS = (qwen3_moe, qwen35_moe, qwen3_next)
 COMPONENTS = ("vision", "dflash", "dflash2", "bonsai", "token-counts")
+MODELS = {name: module for name, module in models().items() if name not in COMPONENTS}
 
 
 def _override(text: str) -> tuple[str, object]:
@@ -77,7 +64,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         if not args.hf and not args.gguf:
             parser.error("nothing to write: give --hf and/or --gguf")
         module = MODELS[args.model]
-        moe = module in MOE_MODELS
+        moe = getattr(module, "MOE", False)
         cfg = module.config(**overrides)
         if args.hf:
             extra = {"expert_layout": args.expert_layout} if moe else {}

@@ -58,6 +58,8 @@ from tinymodels.gguf_writer import PlannedTensor
 from tinymodels.synth import INV_PHI, ROW_BLOCK
 from tinymodels.ternary_blocks import BlockFormat, block_format
 
+MODEL_NAME = "bonsai"  # the name `python -m tinymodels` and regression cases use
+
 HADAMARD_BLOCK = 1024
 TERNARY_KINDS = ("token_embd", "output", "attn_q", "attn_k", "attn_v", "attn_output", "attn_qkv", "attn_gate",
                  "ssm_out", "ffn_gate", "ffn_up", "ffn_down")

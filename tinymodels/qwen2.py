@@ -33,6 +33,8 @@ from tinymodels import gguf_writer, hf_writer, qwen3, tokenizer
 from tinymodels.gguf_writer import PlannedTensor
 from tinymodels.synth import TensorSpec
 
+MODEL_NAME = "qwen2"  # the name `python -m tinymodels` and regression cases use
+
 ARCH = gguf.MODEL_ARCH.QWEN2
 TOKENIZER_PRE = "qwen2"
 

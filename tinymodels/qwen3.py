@@ -30,6 +30,8 @@ from tinymodels import gguf_writer, hf_writer, tokenizer
 from tinymodels.gguf_writer import PlannedTensor
 from tinymodels.synth import TensorSpec
 
+MODEL_NAME = "qwen3"  # the name `python -m tinymodels` and regression cases use
+
 ARCH = gguf.MODEL_ARCH.QWEN3
 TOKENIZER_PRE = "qwen2"
 

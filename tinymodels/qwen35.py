@@ -48,6 +48,8 @@ from tinymodels import gguf_writer, hf_writer, mtp, qwen3, tokenizer
 from tinymodels.gguf_writer import PlannedTensor
 from tinymodels.synth import TensorSpec
 
+MODEL_NAME = "qwen35"  # the name `python -m tinymodels` and regression cases use
+
 ARCH = gguf.MODEL_ARCH.QWEN35
 TOKENIZER_PRE = "qwen35"
 

@@ -38,6 +38,9 @@ import numpy as np
 from tinymodels import gguf_writer, hf_writer, mtp, qwen3, qwen3_moe, qwen35, tokenizer
 from tinymodels.gguf_writer import PlannedTensor
 
+MODEL_NAME = "qwen35moe"  # the name `python -m tinymodels` and regression cases use
+MOE = True  # takes expert_layout (HF) and fused_gate_up (GGUF)
+
 ARCH = gguf.MODEL_ARCH.QWEN35MOE
 
 

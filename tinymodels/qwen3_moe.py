@@ -54,6 +54,9 @@ from tinymodels import gguf_writer, hf_writer, qwen3, tokenizer
 from tinymodels.gguf_writer import PlannedTensor
 from tinymodels.synth import StackedSpec, TensorSpec
 
+MODEL_NAME = "qwen3moe"  # the name `python -m tinymodels` and regression cases use
+MOE = True  # takes expert_layout (HF) and fused_gate_up (GGUF)
+
 ARCH = gguf.MODEL_ARCH.QWEN3MOE
 TOKENIZER_PRE = "qwen2"
 EXPERT_LAYOUTS = ("per_expert", "fused")

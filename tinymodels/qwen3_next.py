@@ -42,6 +42,9 @@ from tinymodels import gguf_writer, hf_writer, qwen3, qwen3_moe, qwen35, tokeniz
 from tinymodels.gguf_writer import PlannedTensor
 from tinymodels.synth import TensorSpec
 
+MODEL_NAME = "qwen3next"  # the name `python -m tinymodels` and regression cases use
+MOE = True  # takes expert_layout (HF) and fused_gate_up (GGUF)
+
 ARCH = gguf.MODEL_ARCH.QWEN3NEXT
 TOKENIZER_PRE = "qwen2"
 

@@ -58,6 +58,11 @@ def render(m: Mapping) -> str:
         lines += ["## Symbols", "", "| symbol | expression |", "| --- | --- |"]
         lines += [f"| `{n}` | `{e}` |" for n, e in m.symbols]
         lines.append("")
+    if m.stored_like:
+        lines += ["## Roles this mapping introduces", "", "| role | stored like (unless a recipe names it) |",
+                  "| --- | --- |"]
+        lines += [f"| `{r}` | `{like}` |" for r, like in m.stored_like.items()]
+        lines.append("")
     lines += ["## Rules", "", "| rule | transforms | status | evidence |", "| --- | --- | --- | --- |"]
     for r in m.rules.values():
         status = "INFERRED" if r.inferred else "specified"

@@ -79,7 +79,7 @@ class _Loader:
 
     TOP = {"architecture": True, "component": True, "doc": True, "rules": True, "parameters": True,
            "source": False, "prefixes": False, "symbols": False, "layers": False, "other_components": False,
-           "drop": False, "unresolved": False, "counts": False}
+           "drop": False, "unresolved": False, "counts": False, "roles": False}
     PARAM = {"shape": True, "role": True, "evidence": True, "input": False, "gguf": False, "hf": False,
              "tied_to": False, "inferred": False, "repeat": False, "bank": False}
 
@@ -158,10 +158,30 @@ class _Loader:
             other_components=self.load_others(top.get("other_components", []), names),
             drops=self.load_drops(top.get("drop", [])),
             unresolved=self.load_unresolved(top.get("unresolved", [])),
+            stored_like=self.load_roles(top.get("roles", {}), groups),
         )
         if "counts" in top:
             m = dataclasses.replace(m, counts=self.check_counts(top["counts"], m.derived_counts()))
         return m
+
+    def load_roles(self, value, groups) -> dict[str, str]:
+        """``roles: {ROLE: {stored_like: OTHER}}``: a role this mapping introduces is stored as a recipe stores
+        OTHER unless the recipe names it (docs/recipes.md §Roles), so shipped recipes need no edit."""
+        if not isinstance(value, dict):
+            raise self.fail(("roles",), "roles must be a mapping of role: {stored_like: role}")
+        used = {p.role for rules in groups.values() for p in rules}
+        out = {}
+        for role, spec in value.items():
+            path = ("roles", role)
+            spec = self.fields(spec, path, {"stored_like": True}, f"role {role}")
+            if role not in used:
+                raise self.fail(path, f"role {role!r} is not the role of any parameter of this mapping",
+                                rule="unknown_role")
+            like = self.string(spec["stored_like"], (*path, "stored_like"), "stored_like")
+            if like == role:
+                raise self.fail((*path, "stored_like"), f"role {role!r} cannot be stored like itself")
+            out[role] = like
+        return out
 
     def check_counts(self, value, derived: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
         """Declared ``counts`` (docs/ternary.md §2) must equal what the rules define."""

@@ -132,8 +132,9 @@ class Recipe:
     roles: tuple[RoleSpec, ...]
     groups: tuple[GroupSpec, ...]
 
-    def role(self, role: str) -> RoleSpec:
-        """The most specific role entry for ``role`` (exact, then longest pattern, then ``*``)."""
+    def role(self, role: str, stored_like: str | None = None) -> RoleSpec:
+        """The most specific role entry for ``role``: exact, then longest pattern, then (for a role a mapping
+        declares ``stored_like`` another) that role's entry, then ``*`` (docs/recipes.md §Roles)."""
         best, rank = None, -1
         for spec in self.roles:
             p = spec.pattern
@@ -147,6 +148,8 @@ class Recipe:
                 continue
             if r > rank:
                 best, rank = spec, r
+        if stored_like is not None and rank <= 0:
+            return self.role(stored_like)
         if best is None:
             raise RecipeError(f"recipe {self.name} has no entry for role {role!r}", file=self.file,
                               json_path="roles", rule="role_unresolved")

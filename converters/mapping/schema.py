@@ -57,7 +57,7 @@ Unknown keys, missing fields, unknown transforms or arguments, and expressions t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from converters import ROOT
 from converters.mapping import expr
@@ -166,6 +166,7 @@ class Mapping:
     unresolved: tuple[str, ...]
     inputs: tuple[str, ...] = ()  # ``source`` and its alternatives, in order (empty: ``(source,)``)
     counts: dict[str, dict[str, int]] | None = None  # declared ``counts`` (equal to derived_counts())
+    stored_like: dict[str, str] = field(default_factory=dict)  # new role -> the role it is stored as
 
     def input_choices(self) -> tuple[str, ...]:
         return self.inputs or (self.source,)

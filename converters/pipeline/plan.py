@@ -256,7 +256,7 @@ class _Planner:
 
     def role(self, p: BoundParameter) -> RoleSpec:
         try:
-            return self.recipe.role(p.role)
+            return self.recipe.role(p.role, p.mapping.stored_like.get(p.role))
         except RecipeError as exc:
             raise RecipeError(f"{exc.message} (parameter {p.name}, {p.where})", file=exc.file, rule=exc.rule) from None
 

@@ -9,7 +9,7 @@ Format::
       - {name: qwen35-q8-exact, fixture: qwen35-q8, recipe: exact}
       - {name: qwen3-q8-split, fixture: qwen3-q8, recipe: exact, options: {max_file_bytes: 400000}}
 
-A fixture names a :mod:`tinymodels` model (:data:`MODELS`), optional ``config`` overrides and ``seed``,
+A fixture names a :mod:`tinymodels` model (:func:`tinymodels.models`), optional ``config`` overrides and ``seed``,
 and exactly one of ``gguf`` (keyword arguments of ``write_gguf``) or ``hf`` (of ``write_hf_dir``). A case
 names a fixture, a recipe (shipped name or path relative to the case file) and ``options`` of
 :func:`converters.pipeline.convert.convert` (:data:`OPTIONS`). Unknown keys, missing fields, unknown fixtures or
@@ -24,12 +24,12 @@ from pathlib import Path
 
 import yaml
 
+import tinymodels
 from converters.errors import ConverterError
 from converters.mapping.recipes import RECIPES_DIR, REGRESSION_CASES
 
 CASES_FILE = REGRESSION_CASES
 EXPECTED_DIR = RECIPES_DIR / "regression" / "expected"
-MODELS = ("qwen35", "qwen3", "qwen3moe", "qwen35moe", "qwen3next", "bonsai")
 OPTIONS = {"max_file_bytes": int, "components": list}
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]*\Z")
 
@@ -85,8 +85,9 @@ def _name(value, where: str, file: str) -> str:
 def _fixture(name: str, value, file: str) -> Fixture:
     where = f"$.fixtures.{name}"
     v = _mapping(value, where, file, {"model"}, {"model", "config", "seed", "gguf", "hf"})
-    if v["model"] not in MODELS:
-        raise CaseError(f"{where}.model: {v['model']!r} is not one of {', '.join(MODELS)}", file=file,
+    known = tinymodels.models()
+    if v["model"] not in known:
+        raise CaseError(f"{where}.model: {v['model']!r} is not one of {', '.join(known)}", file=file,
                         json_path=f"{where}.model", rule="case_model")
     kinds = [k for k in ("gguf", "hf") if k in v]
     if len(kinds) != 1:

@@ -8,16 +8,14 @@ the input.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from pathlib import Path
 
+import tinymodels
 from converters.regress.cases import Fixture
 
 log = logging.getLogger(__name__)
 
-MODULES = {"qwen35": "qwen35", "qwen3": "qwen3", "qwen3moe": "qwen3_moe", "qwen35moe": "qwen35_moe",
-           "qwen3next": "qwen3_next", "bonsai": "bonsai"}
 
 
 def fixture_path(fixture: Fixture, workdir: Path) -> Path:
@@ -30,7 +28,7 @@ def ensure_fixture(fixture: Fixture, workdir: Path) -> Path:
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    module = importlib.import_module(f"tinymodels.{MODULES[fixture.model]}")
+    module = tinymodels.models()[fixture.model]
     cfg = module.config(**fixture.config)
     if fixture.kind == "gguf":
         module.write_gguf(path, cfg, seed=fixture.seed, **fixture.writer_args)
