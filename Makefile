@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: setup
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow" -n auto --dist loadfile
 
 demo: setup
 	$(BIN)/python -m converters.cli.demo

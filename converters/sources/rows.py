@@ -1,6 +1,6 @@
 """Row blocks of a source tensor: its raw element-block bytes or its float32 values, mapped per block.
 
-A tensor is read as ``R`` rows of ``C`` elements (``chain.py``: rank ≥ 2 → ``C`` is the last axis; 1-D →
+A tensor is read as ``R`` rows of ``C`` elements (``converters/mapping/chain.py``: rank ≥ 2 → ``C`` is the last axis; 1-D →
 rows of one element). A row of a GGML block type is ``C / B`` whole blocks of ``T`` bytes, so selecting
 or reordering rows never splits a block; that is what lets Q8_0 rows be moved and then transcoded
 exactly (storage-layouts §6).
