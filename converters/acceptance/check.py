@@ -64,7 +64,7 @@ from converters.errors import ConverterError
 from converters.mapping.recipes import load_recipe
 from converters.model.engine import open_model
 from converters.pipeline.convert import plan_conversion, template_recipe
-from converters.pipeline.plan import PlannedTensor
+from converters.pipeline.planned import PlannedTensor
 from converters.pipeline.produce import Producer
 from converters.pipeline.template import BorrowedObject, apply_template
 from converters.sources import ternary

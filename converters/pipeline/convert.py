@@ -41,14 +41,8 @@ from converters import __version__
 from converters.errors import ConversionError
 from converters.mapping.recipes import Recipe, load_recipe
 from converters.model.engine import Model, open_model
-from converters.pipeline.plan import (
-    Plan,
-    PlannedLiteral,
-    PlannedResource,
-    PlannedTensor,
-    make_plan,
-    needs_measure,
-)
+from converters.pipeline.plan import make_plan
+from converters.pipeline.planned import Plan, PlannedLiteral, PlannedResource, PlannedTensor, needs_measure
 from converters.pipeline.produce import ErrorStats, Producer
 from converters.pipeline.proposal import ProposalRequest
 from converters.pipeline.proposal import prepare as prepare_proposal

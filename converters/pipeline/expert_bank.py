@@ -48,7 +48,7 @@ TAIL_BUDGET = 64 * 1024 * 1024
 
 
 def plan_bank(planner, oid: str, members: list) -> object:
-    """The :class:`~converters.pipeline.plan.PlannedTensor` of bank ``oid`` stacking ``members`` (bound parameters
+    """The :class:`~converters.pipeline.planned.PlannedTensor` of bank ``oid`` stacking ``members`` (bound parameters
     of one rule, in expert order) by rows; ``planner`` is the plan's ``_Planner``."""
     first = members[0]
     if any(p.shape != first.shape or p.role != first.role or len(p.shape) != 2 for p in members):

@@ -19,15 +19,21 @@ Objects:
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from converters.errors import ConversionError, RecipeError
 from converters.mapping import transforms as T
-from converters.mapping.binder import BoundModel, BoundParameter, BoundSource
+from converters.mapping.binder import BoundModel, BoundParameter
 from converters.mapping.recipes import EXACT, REFUSE, GroupSpec, Recipe, RoleSpec
 from converters.pipeline.expert_bank import plan_bank
+from converters.pipeline.planned import (
+    Piece,
+    Plan,
+    PlannedLiteral,
+    PlannedResource,
+    PlannedTensor,
+)
 from converters.sources.hadamard import (
     FORWARD,
     INVERSE,
@@ -39,131 +45,6 @@ from converters.sources.hadamard import (
 from converters.sources.rows import storage_of
 from ninfer_core import codecs
 from ninfer_core.errors import EncodingError
-
-EXACTNESS = ("bit-exact", "value-exact", "requantized")
-
-
-@dataclass(frozen=True)
-class Piece:
-    """One logical parameter's rows inside a parent object."""
-
-    parameter: str
-    row_start: int
-    rows: int
-    source: BoundSource
-    source_type: str
-    method: str  # "transcode" | "encode"
-    exactness: str  # planned: bit-exact / value-exact by construction, "requantized" until measured
-    hadamard_width: int | None = None
-    deferred_columns: np.ndarray | None = None  # input_columns of a passthrough that keeps column order
-    source_hadamard: str | None = None  # the source stores it rotated (hadamard.py): "forward" / "inverse"
-    column_groups: int | None = None  # columns move as whole target groups of this size, after transcoding
-
-    def describe(self) -> dict:
-        out = {"parameter": self.parameter, "rows": [self.row_start, self.row_start + self.rows],
-               "source": self.source.tensor, "source_type": self.source_type,
-               "transforms": list(self.source.chain.steps), "method": self.method}
-        if self.hadamard_width is not None:
-            out["hadamard_rotate"] = self.hadamard_width
-        if self.deferred_columns is not None:
-            out["columns"] = "kept in source order; the use binds input_columns"
-        if self.column_groups is not None:
-            out["columns"] = f"moved as whole {self.column_groups}-column groups after the exact transcode"
-        if self.source_hadamard == FORWARD:
-            out["hadamard"] = "stored rotated by the source (W·D·H); kept, the use binds the source's signs"
-        elif self.source_hadamard == INVERSE:
-            out["hadamard"] = "stored rotated by the source; un-rotated here (s ⊙ H(w'), float64)"
-        return out
-
-
-@dataclass
-class PlannedTensor:
-    id: str
-    shape: tuple[int, ...]
-    format: str
-    layout: str
-    divisors: int
-    bytes: int
-    pieces: tuple[Piece, ...]
-    encoder: str
-    roles: tuple[str, ...]
-    component: str
-    layer: int | None
-    notes: tuple[str, ...] = ()
-    bank_rows: int = 0  # an expert bank (expert_bank.py): rows per expert; 0 otherwise
-    kind = "tensor"
-
-    @property
-    def exactness(self) -> str:
-        return max((p.exactness for p in self.pieces), key=EXACTNESS.index)
-
-    @property
-    def sources(self) -> list[str]:
-        return list(dict.fromkeys(p.source.tensor for p in self.pieces))
-
-
-def needs_measure(o) -> bool:
-    """Whether a conversion measures the error of planned object ``o``: a tensor with a piece that is
-    re-encoded (requantized) rather than copied. The in-process conversion and the staged one's JSON
-    reservation ask this same predicate."""
-    return isinstance(o, PlannedTensor) and any(p.method == "encode" for p in o.pieces)
-
-
-@dataclass
-class PlannedLiteral:
-    """A small tensor whose values the plan itself computes (signs, permutations, divisors)."""
-
-    id: str
-    shape: tuple[int, ...]
-    format: str
-    layout: str
-    values: np.ndarray
-    bytes: int
-    component: str
-    note: str
-    divisors: int = 1
-    kind = "tensor"
-    exactness = "bit-exact"
-    layer = None
-
-
-@dataclass
-class PlannedResource:
-    id: str
-    data: bytes
-    role: str
-    component: str
-    provenance: dict
-    kind = "resource"
-    exactness = "bit-exact"
-    layer = None
-
-    @property
-    def bytes(self) -> int:
-        return len(self.data)
-
-
-@dataclass
-class Plan:
-    objects: list
-    bindings: dict[str, dict]
-    uses: list[dict]
-    components: dict[str, dict]
-    recipe: Recipe
-    bound: BoundModel
-    only_layer: int | None = None
-    notes: list[str] = field(default_factory=list)
-
-    def object(self, object_id: str):
-        for o in self.objects:
-            if o.id == object_id:
-                return o
-        raise KeyError(object_id)
-
-    @property
-    def payload_bytes(self) -> int:
-        return sum(o.bytes for o in self.objects)
-
 
 # --- planning --------------------------------------------------------------------------------------
 

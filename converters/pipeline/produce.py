@@ -29,7 +29,8 @@ import numpy as np
 from converters.errors import ConversionError
 from converters.mapping import transforms as T
 from converters.pipeline.expert_bank import stream_bank
-from converters.pipeline.plan import Piece, PlannedLiteral, PlannedResource, PlannedTensor, block_permutation
+from converters.pipeline.plan import block_permutation
+from converters.pipeline.planned import Piece, PlannedLiteral, PlannedResource, PlannedTensor
 from converters.sources.hadamard import INVERSE, read_rotation
 from converters.sources.rows import TensorRows, open_rows
 from ninfer_core import codecs

@@ -33,7 +33,7 @@ import numpy as np
 from converters.errors import ConversionError
 from converters.mapping.binder import BoundModel, BoundSource
 from converters.mapping.chain import Chain
-from converters.pipeline.plan import Plan, PlannedLiteral
+from converters.pipeline.planned import Plan, PlannedLiteral
 
 SECTION = "§9.2"
 DOMAINS = ("full", "indexed")

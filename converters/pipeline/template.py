@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from converters.errors import ConversionError
 from converters.model.architectures import module as architecture_module
-from converters.pipeline.plan import Plan
+from converters.pipeline.planned import Plan
 
 
 @dataclass

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from converters.pipeline.plan import needs_measure
+from converters.pipeline.planned import needs_measure
 from converters.pipeline.produce import ErrorStats
 
 U64_MAX = (1 << 64) - 1

@@ -192,7 +192,7 @@ def prove_objects(objects, producer) -> dict[str, list[dict]]:
     source blocks (:func:`compare_codes`). Object id → one record per piece, for provenance. A mismatch is
     a converter fault: :class:`~converters.errors.ConversionError` before anything is written."""
     from converters.errors import ConversionError
-    from converters.pipeline.plan import PlannedTensor
+    from converters.pipeline.planned import PlannedTensor
     from converters.sources.rows import open_rows
 
     out: dict[str, list[dict]] = {}
