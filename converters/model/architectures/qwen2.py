@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from converters.model.architectures import _heads
-from converters.model.architectures._args import AttentionArgs, args_from_config
+from converters.model.architectures import _heads, qwen3
 from converters.model.architectures._family import Family
 
 NAME = "qwen2"
@@ -35,16 +34,5 @@ def heads(g) -> _heads.HeadTable:
 
 
 @dataclass(frozen=True)
-class Args(AttentionArgs):
-    """The Qwen2Config fields the mapping reads (transformers names; ``head_dim`` as normalised)."""
-
-    tie_word_embeddings: bool
-
-    @classmethod
-    def from_config(cls, config: dict, *, file: str | None = None) -> Args:
-        args = args_from_config(cls, config, file=file)
-        args.check_heads(file)
-        return args
-
-    def layer_kinds(self) -> list[str]:
-        return ["full_attention"] * self.num_hidden_layers
+class Args(qwen3.Args):
+    """The Qwen2Config fields the mapping reads: Qwen3's (transformers names; ``head_dim`` as normalised)."""

@@ -6,11 +6,11 @@ a shared expert and its sigmoid gate — in every layer (``Qwen3_5MoeTextConfig`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from converters.model.architectures import _heads
+from converters.model.architectures import _heads, qwen35
 from converters.model.architectures._args import args_from_config, fail
-from converters.model.architectures._family import Family, MoeKind
+from converters.model.architectures._family import MoeKind
 from converters.model.architectures._moe import HYBRID_KINDS, check_hybrid, check_moe
 
 NAME = "qwen35_moe"
@@ -22,8 +22,7 @@ MODEL_TYPES = ("qwen3_5_moe", "qwen3_5_moe_text")
 COMPONENTS = ("mtp", "vision", "dflash", "dflash2")
 MTP = "qwen35_moe_mtp"
 #: shared expert; always renormalised (the config has no norm_topk_prob); every layer sparse
-GOLDEN = Family("qwen3_5", zero_centred_norms=True, attn_output_gate=True, hybrid=True, partial_rotary_factor=0.25,
-                moe=MoeKind(shared_expert=True, norm_topk_default=None, dense_layers=False))
+GOLDEN = replace(qwen35.GOLDEN, moe=MoeKind(shared_expert=True, norm_topk_default=None, dense_layers=False))
 heads = _heads.hybrid
 
 

@@ -9,11 +9,11 @@ A layer's kind combines its mixer with its feed-forward block (``linear_attentio
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from converters.model.architectures import _heads
+from converters.model.architectures import _heads, qwen35
 from converters.model.architectures._args import AttentionArgs, args_from_config
-from converters.model.architectures._family import Family, MoeKind
+from converters.model.architectures._family import MoeKind
 from converters.model.architectures._moe import HYBRID_KINDS, check_hybrid, check_moe
 
 NAME = "qwen3_next"
@@ -24,8 +24,7 @@ LAYER_KINDS = tuple(f"{mixer}_{ffn}" for mixer in HYBRID_KINDS for ffn in ("moe"
 MODEL_TYPES = ("qwen3_next",)
 COMPONENTS = ("dflash", "dflash2")
 #: shared expert; norm_topk_prob defaults to True (Qwen3NextConfig); dense layers possible
-GOLDEN = Family("qwen3_5", zero_centred_norms=True, attn_output_gate=True, hybrid=True, partial_rotary_factor=0.25,
-                moe=MoeKind(shared_expert=True, norm_topk_default=True, dense_layers=True))
+GOLDEN = replace(qwen35.GOLDEN, moe=MoeKind(shared_expert=True, norm_topk_default=True, dense_layers=True))
 heads = _heads.hybrid
 
 
