@@ -41,9 +41,9 @@ from converters.acceptance.gates.coverage import check_coverage
 from converters.acceptance.gates.prerun import check_auxiliaries
 from converters.acceptance.gates.proposal import check_token_ids
 from converters.acceptance.gates.required import expected_from_artifact
-from converters.acceptance.gates.structure import check_structure
+from converters.acceptance.gates.structure import ArtifactGateContext
 from converters.acceptance.gates.supply import check_supply_chain
-from converters.acceptance.registry import GateContext, gate, guarded, new_report, run_gates
+from converters.acceptance.registry import gate, guarded, new_report, run_gates
 from converters.acceptance.report import SCHEMA_NINFER, Report
 from converters.errors import ConverterError
 
@@ -52,26 +52,18 @@ GATE_B_CHECKS = ["directory_schema", "object_encodings", "text_config"]
 GATE_C_CHECKS = ["references", "object_ranges", "binding_coverage", "uses", "objects_consumed", "proposal_token_ids"]
 
 
-class ValidateRun(GateContext):
+class ValidateRun(ArtifactGateContext):
     """What validate's gates share: the structure result and open artifact, its text config, the parameters
     its components require (from the text contract and the components' mapping files)."""
 
     files_by_code = True
 
     def __init__(self, report: Report, path: Path, context: int | None, batch: int | None):
-        super().__init__(report)
-        self.path, self.context, self.batch = path, context, batch
+        super().__init__(report, path)
+        self.context, self.batch = context, batch
 
     def has(self, need: str) -> bool:
         return {"artifact": self.artifact is not None}[need]
-
-    @cached_property
-    def structure(self):
-        return check_structure(self.path)
-
-    @property
-    def artifact(self):
-        return self.structure.artifact
 
     @cached_property
     def config(self) -> dict:

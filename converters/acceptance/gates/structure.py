@@ -15,9 +15,11 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from converters.acceptance.gates.codes import finding
+from converters.acceptance.registry import GateContext
 from converters.acceptance.report import Finding
 from ninfer_core import open_artifact, validate
 from ninfer_core.errors import NinferError
@@ -150,3 +152,19 @@ def _filesystem(art, entry: Path) -> list[Finding]:
         issues.append(finding("NINFER_UNKNOWN_FILE", f"{name}: an undeclared {kind} named after the artifact "
                             "(a stale part, or a leftover of an interrupted write?)", file=name))
     return issues
+
+
+class ArtifactGateContext(GateContext):
+    """A gate run over one artifact path (verify, validate): its structure is read once and shared."""
+
+    def __init__(self, report, path: Path):
+        super().__init__(report)
+        self.path = path
+
+    @cached_property
+    def structure(self) -> Structure:
+        return check_structure(self.path)
+
+    @property
+    def artifact(self):
+        return self.structure.artifact

@@ -45,9 +45,9 @@ from pathlib import Path
 
 from converters.acceptance.gates import borrowed as lent
 from converters.acceptance.gates.codes import finding
-from converters.acceptance.gates.structure import check_structure
+from converters.acceptance.gates.structure import ArtifactGateContext
 from converters.acceptance.gates.verify_gates import compare_parameters
-from converters.acceptance.registry import GateContext, gates_of, run_gates
+from converters.acceptance.registry import gates_of, run_gates
 from converters.acceptance.report import SCHEMA_VERIFY, Gate, Report
 from converters.errors import ConverterError
 
@@ -73,16 +73,15 @@ class VerifyReport(Report):
         return super().to_json(sanitized)
 
 
-class VerifyRun(GateContext):
+class VerifyRun(ArtifactGateContext):
     """What verify's gates share: the inputs, the structure result and open artifact, the opened source, and
     what earlier gates computed (gate 2's expected parameters and token ids, gate 4's borrowed objects)."""
 
     NO_SOURCE = NO_SOURCE
 
     def __init__(self, report: VerifyReport, path: Path, source, inputs, sweep: bool, layers, template):
-        super().__init__(report)
-        self.path, self.source, self.inputs, self.sweep, self.layers, self.template = \
-            path, source, inputs, sweep, layers, template
+        super().__init__(report, path)
+        self.source, self.inputs, self.sweep, self.layers, self.template = source, inputs, sweep, layers, template
         self.expected: dict = {}
         self.token_ids = None
         self.lent_findings: list = []
@@ -103,14 +102,6 @@ class VerifyRun(GateContext):
         gate.skip(NO_SOURCE)
         return [finding("VERIFY_SKIPPED_NO_SOURCE", f"gate {gate.name} ({gate.title}) compares with the source: "
                         "pass --source (the GGUF file or HF directory the artifact was converted from)")]
-
-    @cached_property
-    def structure(self):
-        return check_structure(self.path)
-
-    @property
-    def artifact(self):
-        return self.structure.artifact
 
     @property
     def unopened(self) -> str:
