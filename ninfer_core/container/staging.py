@@ -40,10 +40,11 @@ from typing import Any
 
 from ninfer_core.container.contentid import content_artifact_id
 from ninfer_core.container.fileset import FileSetWriter, check_targets_free, file_head
+from ninfer_core.container.framing import ENTRY_MAGIC, PART_MAGIC
 from ninfer_core.container.object_data import byte_view, object_chunks
 from ninfer_core.container.planned_directory import replaced_provenance
 from ninfer_core.container.planner import FilePlan
-from ninfer_core.container.tempfiles import fsync_directory, publish_noreplace
+from ninfer_core.container.tempfiles import fsync_directory, head_artifact_id, publish_noreplace
 from ninfer_core.errors import ArtifactExistsError, WriterError
 
 log = logging.getLogger(__name__)
@@ -262,6 +263,7 @@ class StagedArtifact:
             artifact_id = content_artifact_id(plan.json_text,
                                               (bytes.fromhex(markers[oid]["sha256"]) for oid, _, _ in self.records))
         paths = [self.staging / _file_name(i) for i in range(len(plan.sizes))]
+        self._take_back_published_parts(paths, plan.names)
         for i, path in enumerate(paths):
             try:
                 fd = os.open(path, os.O_WRONLY)
@@ -302,6 +304,27 @@ class StagedArtifact:
         self.artifact_id = artifact_id
         log.info("sealed %s (%d files, %d objects)", self.entry, len(finals), len(self.records))
         return self.entry
+
+    def _take_back_published_parts(self, paths: list[Path], names: tuple[str | None, ...]) -> None:
+        """Move back the parts an earlier seal published before it died without its entry (docs/format/
+        container.md §11.4): a final-named part whose staged file is gone and whose header ID equals the
+        staged entry's (which is still here: it is removed only once the entry is published). When the
+        staged file is still there too (the seal died between link and unlink), the published name goes."""
+        entry_id = head_artifact_id(paths[0], ENTRY_MAGIC)
+        if entry_id is None or os.path.lexists(self.entry):
+            return
+        for i in range(1, len(paths)):
+            final = self.entry.parent / names[i]
+            if head_artifact_id(final, PART_MAGIC) == entry_id:
+                try:
+                    if os.path.lexists(paths[i]):
+                        os.unlink(final)
+                    else:
+                        os.rename(final, paths[i])
+                except OSError as exc:
+                    raise WriterError(f"cannot take back the part an interrupted seal published: {exc.strerror}",
+                                      file=str(final), section="§11.4", rule="io_error") from None
+                log.info("took back %s, published by an interrupted seal", final)
 
     def discard(self) -> None:
         """Remove the staging directory without publishing anything."""

@@ -17,8 +17,10 @@ import logging
 import os
 import re
 import secrets
+import stat
 from pathlib import Path
 
+from ninfer_core.container.framing import ENTRY_MAGIC, PART_MAGIC
 from ninfer_core.errors import ArtifactExistsError, WriterError
 
 log = logging.getLogger(__name__)
@@ -64,14 +66,69 @@ def stale_temporaries(entry: str | os.PathLike) -> list[Path]:
     return out
 
 
+def head_artifact_id(path: Path, magic: bytes) -> bytes | None:
+    """The ``artifact_id`` in the 32-byte header of the regular file ``path`` when it starts with ``magic``
+    (§3.1, §3.2); None for anything else (missing, not a regular file, short, other magic, all-zero ID)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        raw = os.pread(fd, 32, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(raw) < 32 or raw[:8] != magic or raw[16:32] == bytes(16):
+        return None
+    return raw[16:32]
+
+
+def orphan_parts(entry: str | os.PathLike) -> list[Path]:
+    """Published parts of ``entry`` left by a writer that died between publishing its parts and its entry.
+
+    The writer publishes the parts, then the entry, and removes its entry temporary only once the entry is
+    published (docs/format/container.md §11.4). So while the entry does not exist, a dead writer's entry
+    temporary records the ``artifact_id`` its published parts carry: a final-named part
+    ``<entry>.part-NNNN`` whose header holds that ID is an orphan. Nothing is returned when the entry
+    exists, and a part whose ID is also held by a live writer's temporary is never returned.
+    """
+    entry = Path(entry)
+    if os.path.lexists(entry):
+        return []
+    directory = entry.parent if str(entry.parent) else Path(".")
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    temp = re.compile(r"\." + re.escape(entry.name) + r"\.tmp-(\d+)-[0-9a-f]+\Z")
+    part = re.compile(re.escape(entry.name) + r"\.part-\d{4,}\Z")
+    dead, live = set(), set()
+    for name in names:
+        m = temp.match(name)
+        if m:
+            artifact_id = head_artifact_id(directory / name, ENTRY_MAGIC)
+            if artifact_id is not None:
+                (live if _process_alive(int(m.group(1))) else dead).add(artifact_id)
+    dead -= live
+    if not dead:
+        return []
+    return [entry.parent / name for name in sorted(names)
+            if part.match(name) and head_artifact_id(directory / name, PART_MAGIC) in dead]
+
+
 def cleanup_temporaries(entry: str | os.PathLike) -> list[Path]:
     """Remove the leftovers of dead writers of ``entry``; return what was removed.
 
     Only hidden files named ``.<entry name>[.part-NNNN].tmp-<pid>-<hex>`` whose ``<pid>`` is not a live
-    process are touched; published files and live writers' temporaries are never removed.
+    process are touched, and the parts such a writer had already published when it died before its
+    entry (:func:`orphan_parts`, found from its entry temporary before that is removed); other published
+    files and live writers' temporaries are never removed.
     """
     removed = []
-    for path in stale_temporaries(entry):
+    for path in orphan_parts(entry) + stale_temporaries(entry):
         try:
             path.unlink()
         except FileNotFoundError:
@@ -79,7 +136,7 @@ def cleanup_temporaries(entry: str | os.PathLike) -> list[Path]:
         except OSError as exc:
             log.warning("cannot remove stale temporary %s: %s", path, exc)
             continue
-        log.info("removed stale temporary %s", path)
+        log.info("removed leftover of a dead writer: %s", path)
         removed.append(path)
     return removed
 
