@@ -12,6 +12,7 @@ offset, encoded-size check, the files each spans), binding coverage, uses, resou
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from converters.errors import SourceError, SourceFormatError
@@ -192,6 +193,23 @@ def _part_files(art, problems: dict, opened: list) -> tuple[list[dict], list[Ins
     return rows, inspected
 
 
+def _symlinks_leaving(parts: list[dict], entry: Path) -> list[dict]:
+    """A warning per file of the set that is a symlink leaving the artifact's directory (validate makes it
+    the error ``NINFER_SYMLINK_ESCAPE``; docs/validation-codes.md)."""
+    root = Path(os.path.realpath(entry.parent))
+    out = []
+    for p in parts:
+        loc = Path(p["location"])
+        if not loc.is_symlink():
+            continue
+        target = Path(os.path.realpath(loc))
+        if target.parent != root and root not in target.parents:
+            out.append({"code": "part_symlink_outside", "type": None, "type_id": None, "candidates": [], "tensors": [],
+                        "message": f"files[{p['index']}] {p['path']!r} is a symlink to {target}, outside the "
+                                   "artifact's directory (the set does not move as a whole, §2.1)"})
+    return out
+
+
 def _chat_template(art) -> dict:
     roles = [(cid, role) for cid, c in art.components.items() for role in c.resources]
     tpl = [f"{cid}:{role}" for cid, role in roles if "chat_template" in role]
@@ -229,6 +247,7 @@ def ninfer_facts(art, path, budget: RetainedBudget, json_bytes: int, parts: list
         "format": "ninfer",
         "details": {"artifact_id": art.artifact_id, "container_version": 3, "json_bytes": json_bytes,
                     "entry_payload_start": art.entry_payload_start, "payload_bytes": art.payload_bytes,
+    limitations += _symlinks_leaving(parts, Path(path))
                     "file_count": len(art.files), "components": sorted(art.components),
                     "object_count": len(rows), "binding_count": len(bindings), "use_count": len(uses),
                     "shape_order": "c_order", "row_order": "directory"},

@@ -52,6 +52,7 @@ from converters.sources.hadamard import read_rotation
 from converters.sources.kind import wrong_kind
 from converters.sources.ternary import prove_objects
 from ninfer_core import ArtifactWriter, open_artifact
+from ninfer_core.container.filecopy import FileRange
 from ninfer_core.errors import ArtifactExistsError
 
 log = logging.getLogger(__name__)
@@ -449,12 +450,12 @@ def _write(model: Model, plan: Plan, objects: list, producer: Producer, result: 
                 yield cache.pop(o.id)
             elif isinstance(o, BorrowedObject):
                 yield from borrowed_chunks(o)
-            else:
-                yield from producer.stream(o)
+            else:  # unchanged source bytes come as file ranges, copied in the kernel (docs/io-speed.md)
+                yield from producer.stream(o, file_ranges=True)
 
         def one(o) -> None:
             for chunk in data(o):
-                n = memoryview(chunk).nbytes if not isinstance(chunk, bytes) else len(chunk)
+                n = len(chunk) if isinstance(chunk, bytes | FileRange) else memoryview(chunk).nbytes
                 if progress is not None:
                     progress(o.id, n)
                 yield chunk

@@ -31,9 +31,11 @@ from converters.mapping import transforms as T
 from converters.pipeline.expert_bank import stream_bank
 from converters.pipeline.plan import block_permutation
 from converters.pipeline.planned import Piece, PlannedLiteral, PlannedResource, PlannedTensor
+from converters.pipeline.unchanged import unchanged_ranges
 from converters.sources.hadamard import INVERSE, read_rotation
 from converters.sources.rows import TensorRows, open_rows
 from ninfer_core import codecs
+from ninfer_core.container.filecopy import FileRange
 
 #: float32 bytes of one row block (encoders make a few temporaries of this size).
 CHUNK_BYTES = 16 * 1024 * 1024
@@ -120,7 +122,7 @@ class Block:
 
     r0: int
     r1: int
-    data: bytes | np.ndarray
+    data: bytes | np.ndarray | list[FileRange]  # file ranges: the source's bytes, unchanged
     shape: tuple[int, ...]
     divisors: int = 1
 
@@ -141,8 +143,11 @@ class Producer:
 
     # -- whole objects -------------------------------------------------------------------------------
 
-    def stream(self, obj, stats: ErrorStats | None = None) -> Iterator[bytes | np.ndarray | memoryview]:
-        """The object's bytes in payload order (for ``ArtifactWriter.write_object``)."""
+    def stream(self, obj, stats: ErrorStats | None = None, *,
+               file_ranges: bool = False) -> Iterator[bytes | np.ndarray | memoryview | FileRange]:
+        """The object's bytes in payload order (for ``ArtifactWriter.write_object``). ``file_ranges``: bytes
+        stored exactly as a source file holds them come as :class:`FileRange` chunks, which the in-process
+        writer copies in the kernel (:mod:`converters.pipeline.unchanged`)."""
         if isinstance(obj, PlannedResource):
             yield obj.data
             return
@@ -153,20 +158,27 @@ class Producer:
         if obj.bank_rows:  # expert banks are written plane-major, memory flat in the bank's size
             yield from stream_bank(lambda s: self.blocks(obj, s), obj, stats, ErrorStats)
             return
-        yield from self._stream_tensor(obj, stats)
+        yield from self._stream_tensor(obj, stats, file_ranges)
 
     def produce(self, obj, stats: ErrorStats | None = None) -> bytes:
         """The whole object as one ``bytes`` (tests, small objects)."""
         return b"".join(bytes(memoryview(c).cast("B")) if not isinstance(c, bytes) else c
                         for c in self.stream(obj, stats))
 
-    def _stream_tensor(self, obj: PlannedTensor, stats: ErrorStats) -> Iterator:
+    def _stream_tensor(self, obj: PlannedTensor, stats: ErrorStats, file_ranges: bool = False) -> Iterator:
         planes = codecs.planes(obj.format, obj.layout, obj.shape, obj.divisors)
         first = planes[0]
         tails = [np.zeros(p.size, dtype=np.uint8) for p in planes[1:]]
         cursor = first.offset
-        for block in self.blocks(obj, stats):
+        for block in self.blocks(obj, stats, file_ranges=file_ranges):
             view = codecs.row_view(obj.format, obj.layout, obj.shape, block.r0, block.r1, obj.divisors)
+            if isinstance(block.data, list):  # unchanged source bytes: file ranges of the only plane
+                if len(view) != 1 or view[0][1] != cursor or view[0][2] != sum(r.length for r in block.data):
+                    raise ConversionError(f"{obj.id}: rows [{block.r0}, {block.r1}) do not match their source "
+                                          "file ranges", rule="plane_geometry")
+                yield from block.data
+                cursor += view[0][2]
+                continue
             data = np.frombuffer(block.data, dtype=np.uint8) if isinstance(block.data, bytes | bytearray) \
                 else np.asarray(block.data).reshape(-1).view(np.uint8)
             small = codecs.planes(obj.format, obj.layout, block.shape, block.divisors)
@@ -196,8 +208,9 @@ class Producer:
 
     # -- row blocks ---------------------------------------------------------------------------------
 
-    def blocks(self, obj: PlannedTensor, stats: ErrorStats) -> Iterator[Block]:
-        """The object's row blocks in row order."""
+    def blocks(self, obj: PlannedTensor, stats: ErrorStats, *, file_ranges: bool = False) -> Iterator[Block]:
+        """The object's row blocks in row order (a piece stored unchanged as one block of file ranges when
+        ``file_ranges``)."""
         tail = obj.shape[1:]
         if codecs.codec_traits(obj.format).whole_object:
             if obj.divisors > 1 and obj.divisors == len(obj.pieces):
@@ -212,6 +225,11 @@ class Producer:
         step = max(1, CHUNK_BYTES // (4 * width)) * axis0_rows(obj.shape)  # source rows, whole axis-0 rows
         for pc in obj.pieces:
             rows = open_rows(self.sources, pc.source)
+            if file_ranges and (ranges := unchanged_ranges(obj, pc, rows)) is not None:
+                inner = axis0_rows(obj.shape)
+                yield Block(pc.row_start // inner, (pc.row_start + pc.rows) // inner, ranges,
+                            (pc.rows // inner, *obj.shape[1:]))
+                continue
             for a in range(0, pc.rows, step):
                 b = min(pc.rows, a + step)
                 if pc.method == "transcode":

@@ -100,7 +100,8 @@ class OpenFile:
                               code="target_unavailable", category="not_regular", rule="target_regular_file",
                               section="docs/inspect.md §Identity and reading")
         try:
-            self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            # non-blocking: a FIFO swapped in after the stat above must not block the open (fstat below)
+            self.fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except OSError as exc:
             raise os_error(exc, self.path, "open the selected path") from None
         try:

@@ -40,6 +40,7 @@ import functools
 import hashlib
 import json
 import logging
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,7 +154,11 @@ def _load_frontend_rules(path: Path, size: int, mtime_ns: int) -> dict:
 
 def _read_bounded(path: Path, limit: int) -> bytes:
     try:
-        size = path.stat().st_size
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would block the open below
+            raise FrontendError("a frontend file is not a regular file", file=str(path), section=SECTION,
+                                rule="target_regular_file")
+        size = st.st_size
         if size > limit:
             raise FrontendError(f"{size} bytes exceed the {limit}-byte limit for a frontend file", file=str(path),
                                 section=SECTION, rule="resource_size")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ninfer_core.container import jsontext
 from ninfer_core.container.framing import HEADER_BYTES, EntryHeader
-from ninfer_core.container.payload import pread_exact
+from ninfer_core.container.payload import file_kind, pread_exact
 from ninfer_core.container.problems import Problems
 from ninfer_core.container.records import Directory, PhysicalObject
 from ninfer_core.container.references import check_directory
@@ -47,7 +47,7 @@ class LoadedEntry:
 def open_entry_fd(path: Path) -> tuple[int, int]:
     name = str(path)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))  # a FIFO must not block
     except FileNotFoundError:
         raise ReadError("artifact entry file does not exist", file=name, section="§2.1",
                         rule="entry_missing") from None
@@ -57,7 +57,7 @@ def open_entry_fd(path: Path) -> tuple[int, int]:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise ReadError("artifact entry is not a regular file", file=name, section="§2.1",
+            raise ReadError(f"artifact entry is not a regular file ({file_kind(st.st_mode)})", file=name, section="§2.1",
                             rule="entry_unreadable")
     except BaseException:
         os.close(fd)

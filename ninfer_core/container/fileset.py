@@ -20,6 +20,7 @@ import threading
 import weakref
 from pathlib import Path
 
+from ninfer_core.container.filecopy import FileRange, RangeCopier
 from ninfer_core.container.framing import EntryHeader, PartHeader
 from ninfer_core.container.planner import FilePlan
 from ninfer_core.container.tempfiles import fsync_directory, new_token, publish_noreplace, temp_name
@@ -150,7 +151,17 @@ class FileSetWriter:
         for i, start, stop, file_offset in self.plan.file_spans(offset, end):
             self._guarded_write(i, data[start - offset:stop - offset], file_offset)
 
-    def _guarded_write(self, index: int, data: memoryview, file_offset: int) -> None:
+    def copy_at(self, offset: int, rng: FileRange) -> None:
+        """Copy the bytes of ``rng`` to logical payload ``offset`` in the kernel (:mod:`.filecopy`)."""
+        end = offset + rng.length
+        if offset < 0 or end > self.plan.payload_bytes:
+            raise WriterError(f"copy [{offset}, {end}) is outside the payload [0, {self.plan.payload_bytes})",
+                              file=str(self.entry), section="§11.2", rule="write_range")
+        for i, start, stop, file_offset in self.plan.file_spans(offset, end):
+            self._guarded_write(i, None, file_offset, copy=(rng, start - offset, stop - start))
+
+    def _guarded_write(self, index: int, data: memoryview | None, file_offset: int,
+                       copy: tuple[FileRange, int, int] | None = None) -> None:
         with self._cond:
             if self._closed:
                 raise WriterError("the writer was closed or aborted", file=str(self.entry), section="§11.4",
@@ -158,7 +169,11 @@ class FileSetWriter:
             self._inflight += 1
             fd = self._temps.fds[index]
         try:
-            self._pwrite_all(fd, data, file_offset, self._temps.paths[index])
+            if copy is None:
+                self._pwrite_all(fd, data, file_offset, self._temps.paths[index])
+            else:
+                rng, start, length = copy
+                RangeCopier.copy(rng, start, length, fd, file_offset, self._temps.paths[index])
         finally:
             with self._cond:
                 self._inflight -= 1

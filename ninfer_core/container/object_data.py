@@ -2,6 +2,8 @@
 
 ``data`` is a bytes-like object or numpy array, an iterable of such chunks (so a large object streams in
 bounded memory), or a callable returning either (so encoding can run in the calling worker thread). The
+in-process writer also takes :class:`~ninfer_core.container.filecopy.FileRange` chunks: bytes copied
+unchanged from a source file in the kernel. The
 in-process writer (:mod:`ninfer_core.container.writer`) and the staged one
 (:mod:`ninfer_core.container.staging`) both read it through :func:`object_chunks` and :func:`byte_view`.
 """
@@ -13,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ninfer_core.container.filecopy import FileRange
 from ninfer_core.errors import WriterError
 
 ObjectData = Any  # bytes-like | np.ndarray | Iterable[bytes-like] | Callable[[], bytes-like | Iterable]
@@ -23,7 +26,7 @@ def object_chunks(data: ObjectData, object_id: str) -> Iterable:
     bytes-like nor iterable is refused (rule ``object_data``)."""
     if callable(data):
         data = data()
-    if isinstance(data, np.ndarray | bytes | bytearray | memoryview):
+    if isinstance(data, np.ndarray | bytes | bytearray | memoryview | FileRange):
         return (data,)
     if isinstance(data, str):
         raise WriterError(f"object {object_id!r}: data must be bytes, not str", section="§11.4", rule="object_data")

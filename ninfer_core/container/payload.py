@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import mmap
 import os
+import stat
 import threading
 from dataclasses import dataclass
 
@@ -110,7 +111,8 @@ class PayloadFiles:
         name = str(entry.location)
         where = f"part files[{entry.index}] {entry.path!r}"
         try:
-            fd = os.open(entry.location, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            # non-blocking: opening a FIFO in a part's place must not wait for a writer (checked below)
+            fd = os.open(entry.location, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
             raise ReadError(f"{where} is missing", file=name, json_path=f"$.files[{entry.index}]",
                             section="§11.1", rule="part_missing") from None
@@ -185,12 +187,25 @@ def check_unchanged_length(fd: int, entry: FileEntry) -> None:
                         rule="short_read")
 
 
+def file_kind(mode: int) -> str:
+    """A word for a file type that is not a regular file, for error messages."""
+    for test, word in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
 def check_part_file(fd: int, entry: FileEntry, artifact_id: bytes) -> None:
     """§3.2: a part's magic, ``part_index``, ``artifact_id`` and length ``4096 + payload_bytes``."""
     name = str(entry.location)
     jp = f"$.files[{entry.index}]"
     where = f"part files[{entry.index}] {entry.path!r}"
-    size = os.fstat(fd).st_size
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise ReadError(f"{where} is not a regular file ({file_kind(st.st_mode)})", file=name, json_path=jp,
+                        section="§11.1", rule="part_unreadable")
+    size = st.st_size
     raw = bytearray(min(size, HEADER_BYTES))
     pread_exact(fd, memoryview(raw), 0, file=name)
     parsed = PartHeader.unpack(bytes(raw))

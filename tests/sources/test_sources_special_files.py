@@ -1,0 +1,115 @@
+"""Special files never hang a reader: a FIFO (or directory) where a reader expects a file gives a typed
+"not a regular file" error naming it (docs/inspect.md §Identity and reading); a part that is a symlink
+leaving the artifact's directory is an error in validate and a warning in inspect."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from converters.cli import main as cli_main
+from converters.errors import ConverterError
+from converters.sources import open_gguf, open_hf_dir, open_safetensors, open_source
+from converters.sources.frontend import frontend_resources
+from ninfer_core import ArtifactWriter, Component, open_artifact, validate
+from ninfer_core.errors import NinferError
+from tinymodels import qwen35
+
+
+@pytest.fixture(autouse=True)
+def no_hang():
+    """A hang becomes a test failure after 20 s instead of a stuck suite."""
+    def hung(*_):
+        raise TimeoutError("a reader blocked on a special file")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def split_artifact(d: Path) -> Path:
+    entry = d / "a.ninfer"
+    w = ArtifactWriter(entry, components={"t": Component({})}, max_file_bytes=3 * 4096)
+    w.add_resource("r.a", 50000)
+    with w:
+        w.write_object("r.a", b"x" * 50000)
+    return entry
+
+
+def fifo(path: Path) -> Path:
+    if path.exists():
+        path.unlink()
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.parametrize("opener", [open_gguf, open_safetensors, open_source])
+def test_fifo_source_is_a_typed_error(tmp_path, opener):
+    with pytest.raises(ConverterError, match="not a regular file"):
+        opener(fifo(tmp_path / "m.gguf"))
+
+
+def test_fifo_hf_config_is_a_typed_error(tmp_path):
+    hf = qwen35.write_hf_dir(tmp_path / "hf")
+    fifo(hf / "config.json")
+    with pytest.raises(ConverterError, match="not a regular file"):
+        open_hf_dir(hf)
+
+
+def test_fifo_frontend_file_swapped_in_after_open(tmp_path):
+    hf = qwen35.write_hf_dir(tmp_path / "hf")
+    with open_hf_dir(hf) as src:
+        fifo(hf / "tokenizer.json")
+        with pytest.raises(ConverterError, match="not a regular file") as info:
+            frontend_resources(src)
+    assert info.value.file == str(hf / "tokenizer.json")
+
+
+def test_fifo_entry_is_a_typed_error(tmp_path):
+    entry = fifo(tmp_path / "a.ninfer")
+    with pytest.raises(NinferError, match="not a regular file"):
+        open_artifact(entry)
+    assert [f.rule for f in validate(entry)] == ["entry_unreadable"]
+
+
+def test_fifo_part_is_a_typed_finding_everywhere(tmp_path, capsys):
+    entry = split_artifact(tmp_path)
+    fifo(tmp_path / "a.ninfer.part-0002")
+    with open_artifact(entry) as art:
+        problems = art.check_files()
+        assert [(p.rule, p.json_path) for p in problems] == [("part_unreadable", "$.files[2]")]
+        assert "not a regular file (a FIFO)" in problems[0].message
+    assert any(f.rule == "part_unreadable" and "FIFO" in f.message for f in validate(entry))
+
+    assert cli_main(["validate", str(entry), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert "NINFER_PART_MISSING" in {f["code"] for f in doc["findings"]}
+    assert cli_main(["inspect", str(entry), "--json"]) == 0
+    files = json.loads(capsys.readouterr().out)["files"]
+    assert files[2]["state"] == "unreadable" and "FIFO" in files[2]["error"]["message"]
+    assert cli_main(["verify", str(entry), "--json"]) == 1
+    capsys.readouterr()
+    assert cli_main(["repack", str(entry), str(tmp_path / "o.ninfer")]) == 1
+    assert "not a regular file" in capsys.readouterr().err
+    assert not (tmp_path / "o.ninfer").exists()
+
+
+def test_part_symlink_leaving_the_directory(tmp_path, capsys):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    entry = split_artifact(tmp_path / "a")
+    part = tmp_path / "a" / "a.ninfer.part-0002"
+    os.rename(part, tmp_path / "b" / part.name)
+    part.symlink_to(Path("..") / "b" / part.name)
+    assert cli_main(["validate", str(entry), "--json"]) == 1
+    escape = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["code"] == "NINFER_SYMLINK_ESCAPE"]
+    assert [f["severity"] for f in escape] == ["ERROR"]
+    assert cli_main(["inspect", str(entry), "--json"]) == 0
+    lims = json.loads(capsys.readouterr().out)["limitations"]
+    assert [x["code"] for x in lims if "symlink" in x["code"]] == ["part_symlink_outside"]
