@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from converters.errors import ConversionError
+from converters.sources.atomic_write import write_new_file
 from converters.sources.kind import require_kind
 
 SCHEMA = "ninfer-convert-plan/v1"
@@ -123,16 +124,9 @@ class PlanFile:
     def save(self, path: Path) -> None:
         """Write the plan file; it must not exist (never overwritten)."""
         text = json.dumps(self.to_json(), indent=1).encode() + b"\n"
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileExistsError:
-            raise ConversionError("plan file already exists; it is never overwritten", file=str(path),
-                                  rule="target_exists") from None
-        except OSError as exc:
-            raise ConversionError(f"cannot create plan file: {exc.strerror}", file=str(path),
-                                  rule="target_path") from None
-        with os.fdopen(fd, "wb") as f:
-            f.write(text)
+        # published whole or not at all; a write failure is a typed OutputWriteError (rule output_write)
+        write_new_file(path, text, exists=lambda: ConversionError(
+            "plan file already exists; it is never overwritten", file=str(path), rule="target_exists"))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> PlanFile:

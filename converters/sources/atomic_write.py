@@ -8,7 +8,9 @@ writer remains possible there). The temporary is removed on every path, so a fai
 neither a partial report nor a leftover.
 
 Each caller names the error it raises for an existing target (``exists``): its message and rule are part
-of that command's contract.
+of that command's contract. Any other failure to write (a missing directory, a read-only or full file
+system, an I/O error) is an :class:`OutputWriteError` naming the target and the reason (rule
+``output_write``), with nothing left behind.
 """
 
 from __future__ import annotations
@@ -19,6 +21,20 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from converters.errors import ConverterError
+
+
+class OutputWriteError(ConverterError, OSError):
+    """A report, evidence or plan file could not be written; nothing was published."""
+
+    kind = "output"
+
+
+def output_write_error(path: str | Path, exc: OSError, action: str = "write") -> OutputWriteError:
+    """The typed error for an ``OSError`` met while writing the output ``path``."""
+    reason = exc.strerror or str(exc)
+    return OutputWriteError(f"cannot {action} the output file: {reason}", file=str(path), rule="output_write")
 
 
 def refuse_existing(path: str | Path, exists: Callable[[], Exception]) -> None:
@@ -32,7 +48,11 @@ def write_new_file(path: str | Path, data: bytes, *, exists: Callable[[], Except
     name is taken, before or while writing."""
     path = Path(path)
     refuse_existing(path, exists)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent if str(path.parent) else ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+                                   dir=path.parent if str(path.parent) else ".")
+    except OSError as exc:
+        raise output_write_error(path, exc, "create") from None
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
@@ -45,9 +65,18 @@ def write_new_file(path: str | Path, data: bytes, *, exists: Callable[[], Except
         except OSError:  # a file system without hard links
             refuse_existing(path, exists)
             os.replace(tmp, path)
+    except OutputWriteError:
+        raise
+    except OSError as exc:
+        if isinstance(exc, ConverterError):  # the caller's ``exists()`` error
+            raise
+        raise output_write_error(path, exc) from None
     finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
+        try:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+        except OSError:
+            pass
     return path
 
 

@@ -24,7 +24,7 @@ from ninfer_core.container.filecopy import FileRange, RangeCopier
 from ninfer_core.container.framing import EntryHeader, PartHeader
 from ninfer_core.container.planner import FilePlan
 from ninfer_core.container.tempfiles import fsync_directory, new_token, publish_noreplace, temp_name
-from ninfer_core.errors import ArtifactExistsError, WriterError
+from ninfer_core.errors import ArtifactExistsError, NinferError, WriterError
 
 log = logging.getLogger(__name__)
 
@@ -222,8 +222,11 @@ class FileSetWriter:
             self._temps.published.append(self.entry)
             if self.durable:
                 fsync_directory(self.entry.parent)
-        except BaseException:
+        except BaseException as exc:
             self.abort()
+            if isinstance(exc, OSError) and not isinstance(exc, NinferError):  # fsync/close: EIO, ENOSPC …
+                raise WriterError(f"cannot flush the artifact's files: {exc.strerror or exc}", file=str(self.entry),
+                                  section="§11.4", rule="io_error") from None
             raise
         self._temps.paths, self._temps.published = [], []
         self._finalizer.detach()

@@ -66,12 +66,20 @@ def _file_name(index: int) -> str:
 
 def _atomic_json(path: Path, value: Any, durable: bool) -> None:
     tmp = path.with_name(path.name + f".tmp-{os.getpid()}-{threading.get_ident()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, separators=(",", ":"))
-        if durable:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(value, f, separators=(",", ":"))
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise WriterError(f"cannot write {path.name}: {exc.strerror or exc}", file=str(path), section="§11.4",
+                          rule="io_error") from None
 
 
 class StagedArtifact:
