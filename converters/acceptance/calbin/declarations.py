@@ -9,11 +9,13 @@ File-name conventions read (§5.2): ``ccu<core>_chip<chip>.elf``, ``<cpu|pld>_ch
 
 from __future__ import annotations
 
+import os
 import re
 
 from converters.acceptance.calbin.context import Ctx, Submodel
 from converters.acceptance.calbin.inventory import RUNTIME_META, SUBMODEL_META, safe_relpath
 
+NAME_MAX = 255  # bytes in one file-name component on the file systems packages live on (Linux NAME_MAX)
 _CCU_RE = re.compile(r"ccu(\d+)_chip(\d+)\.elf")
 _CMD_RE = re.compile(r"(cpu|pld)_chip(\d+)_(ping|pong)\.bin")
 
@@ -55,8 +57,13 @@ def _declared_file(ctx: Ctx, name: str, base: str, rel: str, line: int) -> str |
         ctx.emit("FS_PATH_ESCAPE", f"declared path {name!r} is absolute or uses '..'", file=rel, line=line)
         return None
     if target not in ctx.files:
-        exists = ctx.path(target).exists() or ctx.path(target).is_symlink()
-        why = "is not a usable regular file" if exists else "does not exist"
+        too_long = [c for c in target.split("/") if len(c.encode("utf-8", "surrogateescape")) > NAME_MAX]
+        if too_long:
+            why = f"has a name component of {len(too_long[0].encode('utf-8', 'surrogateescape'))} bytes, longer " \
+                  f"than the {NAME_MAX}-byte file-name limit, so no such file can exist"
+            target = f"{target[:60]}…"
+        else:  # os.path.lexists never raises (ENAMETOOLONG, ELOOP, embedded NUL: False)
+            why = "is not a usable regular file" if os.path.lexists(ctx.path(target)) else "does not exist"
         ctx.emit("XREF_FILE_MISSING", f"declared file {target} {why}", file=rel, line=line)
         return None
     return target
