@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from converters.errors import ConverterError
+from converters.model.config_aliases import aliased_key
 from converters.model.config_rules import MISSING, FieldRule, value_matches
 
 SECTION = "§4.2"
@@ -70,6 +71,7 @@ class RuleContext:
         self.text_path = text_path  # "text_config." / "vision_config." when the keys are nested in config.json
         self.tensors: Mapping = getattr(source, "tensors", None) or {}
         self.fields: dict[str, object] = {}
+        self.aliases: dict[str, str] = {}  # key asked for -> the attribute_map alias that held it
 
     def error(self, message: str, *, key: str | None = None, rule: str) -> ConfigError:
         return ConfigError(message, file=self.file, json_path=self.where(key), section=SECTION, rule=rule)
@@ -96,6 +98,11 @@ class RuleContext:
             return value
         holder = self.root if scope == "root" else self.text
         value = holder.get(name, MISSING) if isinstance(holder, Mapping) else MISSING
+        if (value is MISSING or value is None) and isinstance(holder, Mapping):
+            other = aliased_key(name, holder, self.root if isinstance(self.root, Mapping) else {})
+            if other is not None:  # transformers' attribute_map: the same field under its other name
+                self.aliases[name] = other
+                return holder[other]
         return MISSING if value is None else value
 
     def array_length(self, name: str) -> int | None:

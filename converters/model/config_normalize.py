@@ -72,7 +72,11 @@ def _apply_rule(ctx: RuleContext, field: FieldRule, rule: Rule) -> tuple[object,
         if rule.key is not None:
             value = ctx.lookup(rule.key, rule.scope)
             if value is not MISSING:
-                return value, f"{ctx.kind} key {ctx.where(ctx.key_name(rule.key), rule.scope)}"
+                asked = ctx.key_name(rule.key)
+                if asked in ctx.aliases:  # found under transformers' attribute_map alias
+                    return value, (f"{ctx.kind} key {ctx.where(ctx.aliases[asked], rule.scope)} (transformers "
+                                   f"attribute_map alias of {asked})")
+                return value, f"{ctx.kind} key {ctx.where(asked, rule.scope)}"
             if rule.fallback is None:
                 raise Missing(ctx.where(ctx.key_name(rule.key), rule.scope))
             try:
