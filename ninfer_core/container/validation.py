@@ -14,6 +14,7 @@ import os
 
 import numpy as np
 
+from ninfer_core.container.auxiliaries import auxiliary_findings
 from ninfer_core.container.encoding import check_object_encoding, codec_findings
 from ninfer_core.container.entry import load_entry
 from ninfer_core.container.framing import HEADER_BYTES, PART_PAYLOAD_START
@@ -77,7 +78,20 @@ def _validate_payload(loaded, payload: PayloadFiles, problems: Problems) -> list
                                            file=str(loaded.path)))
         except NinferError as exc:
             findings.append(to_finding(exc))
+    findings += auxiliary_findings(d, lambda obj: _auxiliary_bytes(payload, obj, bad_files), file=str(loaded.path))
     return findings
+
+
+def _auxiliary_bytes(payload: PayloadFiles, obj: TensorObject, bad_files: set) -> np.ndarray | None:
+    """An auxiliary object's bytes; None when it lies outside the payload or in an unreadable part (both
+    reported already)."""
+    if obj.end > payload.payload_bytes or any(str(s.file.location) in bad_files
+                                              for s in payload.segments(obj.offset, obj.bytes)):
+        return None
+    try:
+        return np.frombuffer(payload.view(obj.offset, obj.bytes), dtype=np.uint8)
+    except NinferError:
+        return None
 
 
 def _check_zero_zone(payload: PayloadFiles, index: int, start: int, end: int, problems: Problems) -> None:

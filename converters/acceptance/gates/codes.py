@@ -83,7 +83,7 @@ SPECS: tuple[GateCode, ...] = (
     GateCode("NINFER_CODEC_WARNING", W, "F", 3, "An object's bytes have non-zero padding, negative multipliers or non-finite values (writer hygiene)."),
     GateCode("NINFER_AUX_HADAMARD", E, "F", 3, "hadamard_signs: width not a multiple of 1024 or not the matrix's K, values not +-1, or widths table disagrees (storage-layouts §7)."),
     GateCode("NINFER_AUX_INPUT_COLUMNS", E, "F", 3, "input_columns is not a permutation of 0..K-1 of its matrix (§8)."),
-    GateCode("NINFER_AUX_DIVISOR", E, "F", 3, "An activation divisor is not a positive finite number (§8)."),
+    GateCode("NINFER_AUX_DIVISOR", E, "F", 3, "An activation divisor is not one fp32 element, or not a positive finite number (§8)."),
     GateCode("NINFER_AUX_UNKNOWN", W, "F", 3, "An auxiliary kind this validator does not know was not checked (§8)."),
     GateCode("NINFER_RUNTIME_RUN_REQUIRED", INFO, "F", None, "Static acceptance done; convert verify --source (values, order, golden numerics) must still run."),
     # verify only: the artifact against its source (gates 4-7)

@@ -41,6 +41,11 @@ RULE_CODES: dict[str, str] = {
     **dict.fromkeys(("object_order", "object_overlap", "object_out_of_payload", "object_alignment", "read_range"),
                     "NINFER_OBJECT_RANGE"),
     "binding_coverage": "NINFER_BINDING_SHAPE",
+    # container §8 auxiliary rules (ninfer_core.container.auxiliaries): filed with the gate F codes
+    **dict.fromkeys(("auxiliary_signs_shape", "auxiliary_signs_value"), "NINFER_AUX_HADAMARD"),
+    **dict.fromkeys(("auxiliary_columns_shape", "auxiliary_columns_value", "auxiliary_columns_format"),
+                    "NINFER_AUX_INPUT_COLUMNS"),
+    "auxiliary_divisor_shape": "NINFER_AUX_DIVISOR",
     **dict.fromkeys(("invalid_code", "non_finite_multiplier", "block_scale_nan", "block_scale_sign",
                      "invalid_divisor"), "NINFER_CODEC_INVALID"),
     **dict.fromkeys(("nonzero_padding", "negative_multiplier", "non_finite_value"), "NINFER_CODEC_WARNING"),
