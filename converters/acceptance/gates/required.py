@@ -71,6 +71,9 @@ def required_parameters(component: str, config: Mapping, text_config: Mapping) -
             for d in declared_parameters(m, args).values()}
 
 
+NGRAM_ONLY = frozenset({"ngram"})  # the component set of a stand-alone n-gram table (container §4.2)
+
+
 @dataclass
 class ArtifactExpectation:
     """What an artifact must bind, from its configs alone: ``expected`` parameters; ``unchecked``:
@@ -88,6 +91,12 @@ def expected_from_artifact(art) -> ArtifactExpectation:
     the ``text.proposal``'s (:func:`~converters.acceptance.gates.contract.expected_proposal`)."""
     out = ArtifactExpectation()
     text = art.components.get("text")
+    if text is None and art.components and set(art.components) <= NGRAM_ONLY:
+        # container §4.2: an artifact of only an n-gram table has no text; its rows are the n-gram loader's,
+        # the framing checks its resources' references and ranges (§9.1 hot_profile)
+        out.unchecked["ngram"] = "an n-gram table artifact: its rows are interpreted by the n-gram loader"
+        out.sources["ngram"] = "container §4.2 (n-gram table, no text)"
+        return out
     if text is None:
         out.issues.append(finding("NINFER_CONFIG_INVALID", "the artifact has no text component", path="$.components"))
         return out
