@@ -492,5 +492,6 @@ def run_check(gguf, *, template=None, recipe=None, components=("text",), workers
         if tpl is not None:
             tpl.close()
     doc = report.to_json()
+    doc["verdict"] = "pass" if report.ok else "fail"  # docs/cli.md §JSON contract; ``result`` kept for one release
     doc["result"] = "OK" if report.ok else "FAILED"
     return doc

@@ -14,40 +14,66 @@ from __future__ import annotations
 import importlib
 import sys
 
-from converters.cli.output import app, report_error
+from converters.cli.output import app, click_module, report_error, report_interrupt, report_usage_error
 
 # The command modules, in help order. Adding a command = adding its module name here.
 COMMAND_MODULES: tuple[str, ...] = (
-    "version",
-    "repack",
     "inspect",
-    "validate",
     "convert",
-    "check",
     "verify",
+    "validate",
+    "check",
+    "repack",
+    "catalogue",
     "scaleout",
     "regress",
+    "version",
 )
+
+
+#: the commands in ``convert --help`` order: the newcomer's path first (docs/cli.md §Commands).
+HELP_ORDER: tuple[str, ...] = ("inspect", "gguf2ninfer", "st2ninfer", "verify", "validate", "check", "repack",
+                               "recipes", "formats", "encode", "seal", "regress", "version")
 
 
 def _load_commands() -> None:
     for name in COMMAND_MODULES:
         importlib.import_module(f"converters.cli.{name}")
+    # modules may be imported in any order (a command module imports another's helpers): sort for the help
+    rank = {n: i for i, n in enumerate(HELP_ORDER)}
+    app.registered_commands.sort(key=lambda c: rank.get(c.name or c.callback.__name__, len(rank)))
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``convert`` console script: runs the app, maps our typed errors to exit 1."""
+    """Entry point of the ``convert`` console script (docs/cli.md §Errors): our typed errors exit 1 with
+    one line on stderr, usage errors exit 2, Ctrl-C exits 130 with one line; with ``--json`` each of them
+    is also one ``ninfer-error/v1`` document on stdout."""
+    import typer
+
     from ninfer_core.errors import NinferError
 
+    exceptions = click_module().exceptions
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    json_out = "--json" in args
     _load_commands()
     try:
-        app(args=argv, standalone_mode=True)
-    except SystemExit as exc:  # typer's own exits: --help, usage errors (2), Ctrl-C (1)
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        code = app(args=args, standalone_mode=False)
     except NinferError as exc:
-        report_error(exc)
+        report_error(exc, json_out=json_out)
         return 1
-    return 0
+    except exceptions.ClickException as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # ``convert`` alone: the help
+            exc.show()
+        else:
+            report_usage_error(exc, json_out=json_out)
+        return exc.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        report_interrupt(json_out=json_out)
+        return 130
+    if code == 130:  # typer turns a KeyboardInterrupt inside a command into Exit(130)
+        report_interrupt(json_out=json_out)
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

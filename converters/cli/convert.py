@@ -42,7 +42,6 @@ from pathlib import Path
 import typer
 
 from converters.cli.output import byte_progress, command, console, emit_json, table
-from converters.cli.repack import parse_byte_size
 
 SOURCE_HELP = {"gguf": "GGUF file to convert.", "hf": "HF checkpoint directory (config.json, safetensors, tokenizer)."}
 
@@ -54,29 +53,44 @@ def _components(text: str) -> tuple[str, ...]:
     return comps
 
 
-def render_outcome(outcome, options, json_out: bool) -> None:
+def render_outcome(outcome, options, json_out: bool, acceptance=None) -> None:
     """What :func:`converters.scaleout.run.run_conversion` did: the summary (with ``--dry-run`` the plan
-    first), or what ``--plan-only`` staged."""
+    first), or what ``--plan-only`` staged; then the acceptance's verdict (docs/cli.md §Build then accept)."""
     from converters.scaleout.run import StagedRun
 
-    if isinstance(outcome, StagedRun):
-        if outcome.staged is not None:
-            print_staged(outcome.staged, json_out)
-        elif json_out:
-            emit_json(outcome.summary)
-        else:
-            print_summary(outcome.summary)
+    if isinstance(outcome, StagedRun) and outcome.staged is not None:
+        print_staged(outcome.staged, json_out)
         return
-    summary = outcome.summary()
+    summary = outcome.summary if isinstance(outcome, StagedRun) else outcome.summary()
+    if acceptance is not None:
+        summary = {**summary, "verdict": acceptance.verdict, "acceptance": acceptance.to_json()}
     if json_out:
         emit_json({**summary, "objects_detail": outcome.object_rows()} if options.dry_run else summary)
         return
+    if isinstance(outcome, StagedRun):
+        print_summary(summary)
+        print_acceptance(acceptance)
+        return
     if options.dry_run:
-        rows = [[r["id"], r.get("format", r["kind"]), "×".join(map(str, r.get("shape", []))), f"{r['bytes']:,}",
-                 r["exactness"], r["origin"], ",".join(r.get("method", []))] for r in outcome.object_rows()]
+        rows = [[r["id"], r.get("format", r["kind"]), r.get("format_rule", ""), "×".join(map(str, r.get("shape", []))),
+                 f"{r['bytes']:,}", r["exactness"], r["origin"], ",".join(r.get("method", []))]
+                for r in outcome.object_rows()]
         console.print(table(f"plan: {Path(options.output).name} (nothing written)",
-                            ["object", "format", "shape", "bytes", "exactness", "origin", "method"], rows))
+                            ["object", "format", "chosen by", "shape", "bytes", "exactness", "origin", "method"], rows))
     print_summary(summary)
+    print_acceptance(acceptance)
+
+
+def print_acceptance(acceptance) -> None:
+    """The verdict line (and, on failure, each failed gate and what to do next), unless acceptance was skipped."""
+    if acceptance is None:
+        return
+    color = {"pass": "bold green", "incomplete": "bold yellow", "fail": "bold red"}[acceptance.verdict]
+    head, *rest = acceptance.lines()
+    for line in rest:
+        console.print(line, style="red" if line.startswith("FAIL") else None, highlight=False, markup=False,
+                      soft_wrap=True)
+    console.print(head, style=color, highlight=False, markup=False, soft_wrap=True)
 
 
 def print_staged(info: dict, json_out: bool) -> None:
@@ -125,8 +139,13 @@ class _Bars:
         self.total = None
 
     def plan(self, objects) -> None:
+        """The objects are known: the bar starts now (so an argument or input error prints no bar line)."""
         self.sizes = {o.id: o.bytes for o in objects}
+        self.progress.start()
         self.total = self.progress.add_task("total", total=sum(self.sizes.values()))
+
+    def stop(self) -> None:
+        self.progress.stop()
 
     def advance(self, object_id: str, n: int) -> None:
         with self.lock:
@@ -163,9 +182,11 @@ def print_summary(s: dict) -> None:
     if s.get("only_layer") is not None:
         rows.append(["only layer", s["only_layer"]])
     if not s["dry_run"]:
-        rows += [["artifact_id", s["artifact_id"]], ["files", len(s["files"])], ["seconds", s["seconds"]]]
-        if s.get("bytes_per_second"):
-            rows.append(["throughput", f"{s['bytes_per_second'] / 1e6:,.1f} MB/s"])
+        rows += [["artifact_id", s["artifact_id"]], ["files", len(s["files"])], ["seconds", f"{s['seconds']:,.3f}"]]
+        if s.get("write_bytes_per_second"):  # the progress bar's figure: bytes written while writing
+            rows.append(["throughput", f"{s['write_bytes_per_second'] / 1e6:,.1f} MB/s writing "
+                         f"({s['write_seconds']:,.3f} s); {s['bytes_per_second'] / 1e6:,.1f} MB/s overall "
+                         "(planning and measuring included)"])
     for note in s["notes"]:
         rows.append(["note", note])
     console.print(table("conversion summary", ["", "value"], rows))
@@ -208,7 +229,20 @@ def _options(kind: str):
                                     "a Dask cluster; needs the scale extra)."),
         scheduler: str = typer.Option(None, "--scheduler", help="Dask scheduler address (default: a local cluster "
                                       "of --workers processes)."),
+        tensor_type: list[str] = typer.Option(None, "--tensor-type", help="PATTERN=FORMAT: parameters whose logical "
+                                              "name (text/layers/\\d+/mlp/down) or source tensor name matches the "
+                                              "regular expression PATTERN are stored in FORMAT (or exact), on top of "
+                                              "the recipe; repeatable, the first match wins."),
+        output_tensor_type: str = typer.Option(None, "--output-tensor-type", help="FORMAT of the output head."),
+        token_embedding_type: str = typer.Option(None, "--token-embedding-type", help="FORMAT of the token "
+                                                 "embedding."),
+        verify: bool = typer.Option(True, "--verify/--no-verify", help="Accept what was written: run the verify "
+                                    "gates against the source and end with one verdict line (default on)."),
+        verify_sweep: bool = typer.Option(False, "--verify-sweep", help="The acceptance compares every layer "
+                                          "(default: a sample of layers)."),
     ) -> None:
+        from converters.cli.repack import parse_byte_size
+        from converters.mapping.overrides import parse_overrides
         from converters.pipeline.convert import ConvertOptions
         from converters.pipeline.proposal import ProposalRequest
         from converters.scaleout.run import run_conversion
@@ -217,15 +251,32 @@ def _options(kind: str):
         limit = parse_byte_size(max_file_bytes)
         comps = _components(components)
         staging = _staging(artifact_id, artifact_id_from_content, plan_only, backend, scheduler, dry_run)
+        overrides = parse_overrides(tensor_type, output_tensor_type, token_embedding_type)
+        if overrides and (plan_only is not None or backend != "local"):
+            raise typer.BadParameter("format overrides are not carried by a staged conversion's plan file; "
+                                     "convert in one process", param_hint="--tensor-type")
         options = ConvertOptions(source, output, kind=kind, recipe=recipe, template=template, max_file_bytes=limit,
                                  only_layer=only_layer, dry_run=dry_run, components=comps, workers=workers,
                                  inputs={"mmproj": mmproj, "drafter": list(drafter or []) or None}, proposal=request,
-                                 **staging)
+                                 format_overrides=overrides, **staging)
         bars = _Bars(byte_progress(disable=json_out or dry_run or options.staged))
-        with bars.progress:
+        try:
             outcome = run_conversion(options, on_plan=bars.plan, progress=bars.advance,
                                      on_kept=lambda hint: console.print(f"[yellow]{hint}[/]", highlight=False))
-        render_outcome(outcome, options, json_out)
+        finally:
+            bars.stop()
+        acceptance = None
+        if verify and only_layer is not None and not dry_run and not json_out:
+            console.print("ACCEPT: not run: an --only-layer artifact is minimal, and verify's coverage gate fails "
+                          "any artifact that is not whole (docs/cli.md §Build then accept)", highlight=False)
+        elif verify and not dry_run and plan_only is None:
+            from converters.acceptance.accept import accept_written
+
+            acceptance = accept_written(options.output, options.source, inputs=options.inputs, template=template,
+                                        sweep=verify_sweep)
+        render_outcome(outcome, options, json_out, acceptance)
+        if acceptance is not None and acceptance.verdict == "fail":
+            raise typer.Exit(1)
 
     return cmd
 

@@ -35,6 +35,7 @@ app = typer.Typer(
 
 console = Console()
 err_console = Console(stderr=True)
+ERROR_SCHEMA = "ninfer-error/v1"
 
 
 def command(name: str | None = None, **kwargs: Any) -> Callable:
@@ -42,11 +43,30 @@ def command(name: str | None = None, **kwargs: Any) -> Callable:
     return app.command(name=name, **kwargs)
 
 
-def emit_json(obj: Any) -> None:
-    """Write one JSON document to stdout."""
+def emit_json(obj: Any, *, schema: str | None = None) -> None:
+    """Write one JSON document to stdout. A document without a ``schema`` field gets ``schema`` (default
+    ``ninfer-<command>/v1``, the running command's name) as its first field (docs/cli.md §JSON contract)."""
+    if isinstance(obj, dict) and "schema" not in obj:
+        obj = {"schema": schema or command_schema(), **obj}
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False, default=_json_default))
     sys.stdout.write("\n")
     sys.stdout.flush()
+
+
+def click_module():
+    """The click typer runs on (typer ≥ 0.24 carries its own copy; older typers use click)."""
+    try:
+        from typer import _click as click
+    except ImportError:  # pragma: no cover - older typer
+        import click
+    return click
+
+
+def command_schema() -> str:
+    """``ninfer-<command>/v1`` for the command being run (``ninfer-convert/v1`` outside one)."""
+    ctx = click_module().globals.get_current_context(silent=True)
+    name = ctx.info_name if ctx is not None and ctx.parent is not None else "convert"
+    return f"ninfer-{name}/v1"
 
 
 def _json_default(o: Any) -> Any:
@@ -63,9 +83,47 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(o).__name__}")
 
 
-def report_error(exc: BaseException | str) -> None:
-    """One readable line (plus the typed fields) on stderr."""
+def error_document(exc: BaseException, *, code: str | None = None, category: str | None = None) -> dict:
+    """The ``ninfer-error/v1`` document of an error (docs/cli.md §Errors): the typed fields of the stderr line."""
+    return {"schema": ERROR_SCHEMA, "error": {
+        "code": code or getattr(exc, "code", None) or getattr(exc, "kind", "error"),
+        "category": category or getattr(exc, "category", None) or getattr(exc, "kind", "error"),
+        "rule": getattr(exc, "rule", None), "file": getattr(exc, "file", None),
+        "field": getattr(exc, "json_path", None), "section": getattr(exc, "section", None),
+        "message": getattr(exc, "message", None) or str(exc)}}
+
+
+def report_error(exc: BaseException | str, *, json_out: bool = False) -> None:
+    """One readable line (plus the typed fields) on stderr; with ``json_out`` also the error document on stdout."""
     err_console.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False, soft_wrap=True)
+    if json_out and isinstance(exc, BaseException):
+        emit_json(error_document(exc))
+
+
+def report_usage_error(exc, *, json_out: bool = False) -> None:
+    """A command-line usage error (a click ``UsageError``): typer's panel, or with ``json_out`` one line on
+    stderr and the error document (code ``usage``) on stdout."""
+    if not json_out:
+        from typer import rich_utils
+
+        rich_utils.rich_format_error(exc)
+        return
+    param = getattr(exc, "param", None)
+    err_console.print(f"[bold red]error:[/] {escape(exc.format_message())}", highlight=False, soft_wrap=True)
+    doc = error_document(exc, code="usage", category="usage")
+    doc["error"].update(message=exc.format_message(), rule="command_line",
+                        field=getattr(exc, "param_hint", None) or (param.opts[0] if param is not None and
+                                                                   getattr(param, "opts", None) else None))
+    emit_json(doc)
+
+
+def report_interrupt(*, json_out: bool = False) -> None:
+    """Ctrl-C: one line on stderr (nothing half-written is published: outputs are committed last)."""
+    err_console.print("interrupted (Ctrl-C): nothing was published", highlight=False)
+    if json_out:
+        emit_json({"schema": ERROR_SCHEMA, "error": {"code": "interrupted", "category": "interrupted", "rule": None,
+                                                     "file": None, "field": None, "section": None,
+                                                     "message": "interrupted (Ctrl-C)"}})
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
@@ -91,6 +149,15 @@ def byte_progress(disable: bool = False) -> Progress:
     )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from converters import __version__
+
+        console.print(f"ninfer-convert {__version__}", highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                       help="Print the converter version and exit (as convert version).")) -> None:
     """Convert GGUF / safetensors Qwen checkpoints into NInfer v3 artifacts, and prove them right."""

@@ -222,8 +222,20 @@ def _chat_template(art) -> dict:
 
 
 def _json_type(v) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
-        type(v), "number")
+    """The JSON type of a metadata value (mappings of any class are objects, sequences arrays)."""
+    from collections.abc import Mapping
+
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, Mapping):
+        return "object"
+    if isinstance(v, (list, tuple)):
+        return "array"
+    return "number"
 
 
 def ninfer_facts(art, path, budget: RetainedBudget, json_bytes: int, parts: list[dict]) -> dict:
@@ -235,6 +247,7 @@ def ninfer_facts(art, path, budget: RetainedBudget, json_bytes: int, parts: list
         limitations.append({"code": "part_unavailable", "type": None, "type_id": None, "candidates": [],
                             "tensors": hit, "message": f"files[{p['index']}] {p['path']!r} is {p['state']}: "
                             f"reads of the {len(hit)} object(s) it holds would fail (§11.1)"})
+    limitations += _symlinks_leaving(parts, Path(path))
     components = [{"id": cid, "config": dict(c.config), "target": c.target, "resources": dict(c.resources),
                    "proposal": c.proposal.to_json() if c.proposal is not None else None}
                   for cid, c in art.components.items()]
@@ -247,7 +260,6 @@ def ninfer_facts(art, path, budget: RetainedBudget, json_bytes: int, parts: list
         "format": "ninfer",
         "details": {"artifact_id": art.artifact_id, "container_version": 3, "json_bytes": json_bytes,
                     "entry_payload_start": art.entry_payload_start, "payload_bytes": art.payload_bytes,
-    limitations += _symlinks_leaving(parts, Path(path))
                     "file_count": len(art.files), "components": sorted(art.components),
                     "object_count": len(rows), "binding_count": len(bindings), "use_count": len(uses),
                     "shape_order": "c_order", "row_order": "directory"},

@@ -131,6 +131,13 @@ class Recipe:
     hadamard_seed: int | None
     roles: tuple[RoleSpec, ...]
     groups: tuple[GroupSpec, ...]
+    overrides: tuple = ()  # converters.mapping.overrides.FormatOverride, from the command line (docs/recipes.md §Overrides)
+
+    def with_overrides(self, overrides) -> Recipe:
+        """This recipe with per-tensor format ``overrides`` applied on top."""
+        from dataclasses import replace
+
+        return replace(self, overrides=tuple(overrides))
 
     def role(self, role: str, stored_like: str | None = None) -> RoleSpec:
         """The most specific role entry for ``role``: exact, then longest pattern, then (for a role a mapping
@@ -161,7 +168,8 @@ class Recipe:
                 "encoder": self.encoder, "activation_policy": self.activation_policy,
                 "exact_transcoding": self.exact_transcoding, "hadamard_seed": self.hadamard_seed,
                 "roles": {s.pattern: s.to_json() for s in self.roles},
-                "groups": {g.key: g.to_json() for g in self.groups}}
+                "groups": {g.key: g.to_json() for g in self.groups},
+                **({"overrides": [o.to_json() for o in self.overrides]} if self.overrides else {})}
 
 
 # the recipe regression case list (``convert regress``) lives beside the recipes but is not one

@@ -77,6 +77,7 @@ class Result:
     artifact_id: str | None = None
     files: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    write_seconds: float = 0.0  # the writing step alone (what the progress bar's rate measures)
 
     def object_rows(self) -> list[dict]:
         rows = []
@@ -87,6 +88,8 @@ class Result:
             if o.kind == "tensor":
                 row.update(shape=list(o.shape), format=o.format, layout=o.layout)
             if isinstance(o, PlannedTensor):
+                if o.rule:
+                    row["format_rule"] = o.rule
                 row["method"] = sorted({p.method for p in o.pieces})
                 row["sources"] = o.sources
                 if o.notes:
@@ -124,7 +127,9 @@ class Result:
         }
         if not self.dry_run:
             out.update(artifact_id=self.artifact_id, files=self.files, seconds=round(self.seconds, 3),
-                       bytes_per_second=round(total / self.seconds) if self.seconds > 0 else None)
+                       bytes_per_second=round(total / self.seconds) if self.seconds > 0 else None,
+                       write_seconds=round(self.write_seconds, 3),
+                       write_bytes_per_second=round(total / self.write_seconds) if self.write_seconds > 0 else None)
         if self.proofs:
             pieces = [r for rs in self.proofs.values() for r in rs]
             out["exactness_check"] = {"objects": len(self.proofs), "pieces": len(pieces),
@@ -142,10 +147,21 @@ def measured_exactness(stats: ErrorStats) -> str:
     return "value-exact" if stats.exact else "requantized"
 
 
-def check_output_free(output: Path) -> None:
+def check_output_free(output: Path, *, create_parent: bool = False, source=None) -> None:
+    """Refuse an existing ``output``; its directory must exist, or with ``create_parent`` is created (as
+    ``mkdir -p``: the commands do this, docs/cli.md §Outputs) — once ``source``, when given, is found, so a
+    mistyped source leaves nothing behind and is the error reported."""
+    if source is not None and not os.path.exists(source) and not os.path.lexists(output):
+        return
     if os.path.lexists(output):
         raise ArtifactExistsError(f"{output.name} already exists; it is never overwritten (remove it or choose "
                                   "another name)", file=str(output), section="§11.4", rule="target_exists")
+    if create_parent and not output.parent.is_dir():
+        try:
+            output.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConversionError(f"the output's directory cannot be created: {exc.strerror or exc}",
+                                  file=str(output.parent), rule="target_path") from None
     if not output.parent.is_dir():
         raise ConversionError("the output's directory does not exist", file=str(output), rule="target_path")
 
@@ -174,6 +190,7 @@ class ConvertOptions:
     plan_only: Path | None = None
     backend: str = "local"
     scheduler: str | None = None
+    format_overrides: tuple = ()  # converters.mapping.overrides.FormatOverride (not staged: the plan file lacks them)
 
     @property
     def staged(self) -> bool:
@@ -198,12 +215,13 @@ def convert_with(options: ConvertOptions, *, on_plan: Callable[[list], None] | N
     """:func:`convert` in this process with ``options`` (their staging fields are not read): the output is
     refused before the input paths are resolved or anything is read."""
     if not options.dry_run:
-        check_output_free(Path(options.output))
+        check_output_free(Path(options.output), create_parent=True, source=options.source)
     o = options.resolved()
     return convert(o.source, o.output, recipe=o.recipe, template=o.template, max_file_bytes=o.max_file_bytes,
                    only_layer=o.only_layer, dry_run=o.dry_run, components=o.components, inputs=o.inputs,
                    workers=o.workers, expect_kind=o.kind, progress=progress, on_plan=on_plan,
-                   artifact_id=o.artifact_id, proposal=o.proposal, artifact_id_from_content=o.artifact_id_from_content)
+                   artifact_id=o.artifact_id, proposal=o.proposal, artifact_id_from_content=o.artifact_id_from_content,
+                   format_overrides=o.format_overrides)
 
 
 def convert(source, output, *, recipe: str | Path | None = None, template: str | Path | None = None,
@@ -211,7 +229,8 @@ def convert(source, output, *, recipe: str | Path | None = None, template: str |
             components: Iterable[str] = ("text",), inputs: dict | None = None, workers: int | None = None,
             expect_kind: str | None = None, progress: Callable[[str, int], None] | None = None,
             on_plan: Callable[[list], None] | None = None, artifact_id: bytes | str | None = None,
-            proposal: ProposalRequest | None = None, artifact_id_from_content: bool = False) -> Result:
+            proposal: ProposalRequest | None = None, artifact_id_from_content: bool = False,
+            format_overrides: tuple = ()) -> Result:
     """Convert ``source`` (GGUF file or HF directory) into the artifact ``output``.
 
     ``recipe``: shipped name or path (default: the template's ``metadata.identity.weights_id`` when it
@@ -226,7 +245,8 @@ def convert(source, output, *, recipe: str | Path | None = None, template: str |
     the same inputs give byte-identical files whatever ``workers`` is."""
     started = time.perf_counter()
     with open_conversion(source, output, recipe=recipe, template=template, only_layer=only_layer, dry_run=dry_run,
-                         components=components, inputs=inputs, expect_kind=expect_kind, proposal=proposal) as c:
+                         components=components, inputs=inputs, expect_kind=expect_kind, proposal=proposal,
+                         format_overrides=format_overrides) as c:
         result = c.result
         if on_plan is not None:
             on_plan(c.objects)
@@ -234,8 +254,10 @@ def convert(source, output, *, recipe: str | Path | None = None, template: str |
             return result
         cache = _measure(c.plan, c.objects, c.producer, result, workers)
         result.proofs = prove_objects(c.objects, c.producer)
+        writing = time.perf_counter()
         _write(c.model, c.plan, c.objects, c.producer, result, cache, max_file_bytes=max_file_bytes, workers=workers,
                progress=progress, artifact_id=artifact_id, artifact_id_from_content=artifact_id_from_content)
+        result.write_seconds = time.perf_counter() - writing
     result.seconds = time.perf_counter() - started
     return result
 
@@ -256,16 +278,18 @@ class Conversion:
 def open_conversion(source, output, *, recipe: str | Path | None = None, template: str | Path | None = None,
                     only_layer: int | None = None, dry_run: bool = False, components: Iterable[str] = ("text",),
                     inputs: dict | None = None, expect_kind: str | None = None,
-                    proposal: ProposalRequest | None = None) -> Iterator[Conversion]:
+                    proposal: ProposalRequest | None = None, format_overrides: tuple = ()) -> Iterator[Conversion]:
     """Steps 1–3 of :func:`convert` (same parameters): refuse an existing output, load the recipe, open and
     bind the source, plan, apply the template. The model and template stay open inside the block (the
     staged conversion of :mod:`converters.scaleout` produces objects from it in other processes)."""
     output = Path(output)
     if not dry_run:
-        check_output_free(output)
+        check_output_free(output, source=source if isinstance(source, (str, os.PathLike)) else None)
     tpl = open_artifact(template) if template is not None else None
     try:
         rec = load_recipe(recipe if recipe is not None else template_recipe(tpl))
+        if format_overrides:  # per-tensor formats from the command line (docs/recipes.md §Overrides)
+            rec = rec.with_overrides(format_overrides)
         with open_model(source, components=components, inputs=inputs) as model:
             if expect_kind is not None and model.source.kind != expect_kind:
                 raise wrong_kind(model.source.path, model.source.kind, (expect_kind,),

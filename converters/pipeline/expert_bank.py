@@ -76,7 +76,8 @@ def plan_bank(planner, oid: str, members: list) -> object:
         fmt, divisors = planner.fit(oid, fmt, spec.fallback, shape, divisors, notes)
         hadamard = planner.rotation(first, spec)
         pieces = [planner.piece(p, fmt, i * rows, hadamard=hadamard) for i, p in enumerate(members)]
-    obj = planner.tensor(oid, shape, fmt, divisors, pieces, spec.encoder, members, notes)
+    obj = planner.tensor(oid, shape, fmt, divisors, pieces, spec.encoder, members, notes,
+                         rule=f"recipe {planner.recipe.name} role {spec.pattern} (expert bank)")
     obj.bank_rows = rows
     return obj
 

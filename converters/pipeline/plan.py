@@ -25,6 +25,7 @@ import numpy as np
 from converters.errors import ConversionError, RecipeError
 from converters.mapping import transforms as T
 from converters.mapping.binder import BoundModel, BoundParameter
+from converters.mapping.overrides import FormatOverride, first_match
 from converters.mapping.recipes import EXACT, REFUSE, GroupSpec, Recipe, RoleSpec
 from converters.pipeline.expert_bank import plan_bank
 from converters.pipeline.planned import (
@@ -107,8 +108,10 @@ class _Planner:
         for p in own:
             if p.bank is not None:
                 banks.setdefault(p.bank, []).append(p)
+        overridden = {p.name: o for p in own if p.bank is None
+                      and (o := first_match(self.recipe.overrides, p.name, p.role, p.source.tensor)) is not None}
         grouped: dict[str, tuple[GroupSpec, list[BoundParameter]]] = {}
-        taken: set[str] = {p.name for members in banks.values() for p in members}
+        taken: set[str] = {p.name for members in banks.values() for p in members} | set(overridden)
         for spec in self.recipe.groups:
             first = spec.key.split("/")[0]
             buckets: dict[str, list[BoundParameter]] = {}
@@ -128,6 +131,8 @@ class _Planner:
             if p.bank is not None:
                 if p is banks[p.bank][0]:
                     out.append(plan_bank(self, p.bank, banks[p.bank]))
+            elif p.name in overridden:
+                out.append(self.overridden_object(p, overridden[p.name]))
             elif p.name in grouped:
                 spec, members, oid = grouped[p.name]
                 out.append(self.group_object(oid, spec, members))
@@ -193,7 +198,23 @@ class _Planner:
             notes.append(f"{p.name}: {self.why_not_exact(p, fmt)}; when_inexact: {spec.when_inexact}")
             fmt, divisors = self.fit(oid, spec.when_inexact, None, shape, 1, notes)
             pieces = make(fmt)
-        return self.tensor(oid, shape, fmt, divisors, pieces, spec.encoder, members, notes)
+        return self.tensor(oid, shape, fmt, divisors, pieces, spec.encoder, members, notes,
+                           rule=f"recipe {self.recipe.name} group {spec.key}")
+
+    def overridden_object(self, p: BoundParameter, override: FormatOverride) -> PlannedTensor:
+        """``p`` in the format a command-line override gives (docs/recipes.md §Overrides): an object of its own;
+        a source it cannot hold exactly is requantized, and the plan says why (as for a recipe's formats)."""
+        spec = self.role(p)
+        notes: list[str] = []
+        if override.format == EXACT:
+            fmt, piece = self.exact_piece(p)
+            divisors = 1
+        else:
+            fmt, divisors = self.fit(p.name, override.format, None, p.shape, 1, notes)
+            piece = self.piece(p, fmt, 0, hadamard=self.rotation(p, spec))
+            if piece.method == "encode":
+                notes.append(f"{self.why_not_exact(p, fmt)}: requantized into {fmt} ({override.flag})")
+        return self.tensor(p.name, p.shape, fmt, divisors, [piece], spec.encoder, [p], notes, rule=override.flag)
 
     def single_object(self, p: BoundParameter) -> PlannedTensor:
         spec = self.role(p)
@@ -210,16 +231,17 @@ class _Planner:
                 notes.append(f"{self.why_not_exact(p, fmt)}; when_inexact: {spec.when_inexact}")
                 fmt, divisors = self.fit(p.name, spec.when_inexact, None, p.shape, 1, notes)
                 piece = self.piece(p, fmt, 0, hadamard=self.rotation(p, spec))
-        return self.tensor(p.name, p.shape, fmt, divisors, [piece], spec.encoder, [p], notes)
+        return self.tensor(p.name, p.shape, fmt, divisors, [piece], spec.encoder, [p], notes,
+                           rule=f"recipe {self.recipe.name} role {spec.pattern}")
 
-    def tensor(self, oid, shape, fmt, divisors, pieces, encoder, members, notes) -> PlannedTensor:
+    def tensor(self, oid, shape, fmt, divisors, pieces, encoder, members, notes, rule: str = "") -> PlannedTensor:
         layout = codecs.FORMATS[fmt].layout
         nbytes = codecs.encoded_size(fmt, layout, shape, divisors)
         for pc in pieces:
             self.placement[pc.parameter] = (oid, pc)
         return PlannedTensor(oid, tuple(shape), fmt, layout, divisors, nbytes, tuple(pieces), encoder,
                              tuple(dict.fromkeys(p.role for p in members)), members[0].component,
-                             members[0].layer, tuple(notes))
+                             members[0].layer, tuple(notes), rule=rule)
 
     def rotation(self, p: BoundParameter, spec: RoleSpec) -> int | None:
         if not spec.hadamard:

@@ -64,6 +64,7 @@ class PlannedTensor:
     layer: int | None
     notes: tuple[str, ...] = ()
     bank_rows: int = 0  # an expert bank (expert_bank.py): rows per expert; 0 otherwise
+    rule: str = ""  # what chose the format: a recipe role or group, or a command-line override (the plan shows it)
     kind = "tensor"
 
     @property

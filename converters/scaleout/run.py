@@ -58,7 +58,7 @@ def run_conversion(options: ConvertOptions, *, on_plan: Callable[[list], None] |
     if options.dry_run:
         raise ConversionError("a dry run writes nothing; it excludes plan_only and backend dask",
                               rule="options_conflict")
-    check_output_free(Path(options.output))
+    check_output_free(Path(options.output), create_parent=True, source=options.source)
     o = options.resolved()
     request = Request.make(o.source, o.output, kind=o.kind, recipe=o.recipe, template=o.template,
                            max_file_bytes=o.max_file_bytes, only_layer=o.only_layer, components=o.components,

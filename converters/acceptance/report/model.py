@@ -393,7 +393,8 @@ class Report:
             )
             doc["findings"] = [f.to_dict() for f in ordered]
             doc["verdict"] = self.verdict
-        else:
+        else:  # one verdict spelling across commands; ``result`` is its older name, kept for one release
+            doc["verdict"] = self.result  # (docs/cli.md §JSON contract)
             doc["result"] = self.result
         doc = _plain(doc)
         if sanitized:

@@ -1,0 +1,86 @@
+"""Build-then-accept: a written artifact is not yet an accepted one (docs/cli.md §Build then accept).
+
+``convert gguf2ninfer`` / ``st2ninfer`` run the verify gates (:func:`converters.acceptance.gates.verify.verify`)
+on what they wrote, against the same source, inputs and template, and end with one verdict line.
+:func:`accept_written` is that step; :class:`Acceptance` says what it found: the verdict, and for every
+failed gate its first failing parameter and where its threshold is documented. A failed acceptance
+leaves the artifact in place (it is complete and valid as a container; its values are not accepted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+#: where each verify gate's threshold is written down, with why it is set there.
+THRESHOLD_DOCS = {4: "docs/thresholds.md §Tolerance", 5: "docs/thresholds.md §Tolerance",
+                  7: "docs/thresholds.md §Golden"}
+GATE_DOC = "docs/acceptance.md §verify gates"
+
+
+@dataclass
+class Acceptance:
+    """The verify report of a just-written artifact, and how it was run."""
+
+    output: Path
+    source: Path
+    report: object  # converters.acceptance.gates.verify.VerifyReport
+    sweep: bool
+
+    @property
+    def verdict(self) -> str:
+        """``pass``, ``incomplete`` (a gate was skipped) or ``fail`` (docs/cli.md §JSON contract)."""
+        return self.report.result
+
+    def failures(self) -> list[dict]:
+        """One entry per failed gate: its number and title, the code and parameter of its first error, the
+        evidence, and the page documenting its threshold."""
+        out = []
+        for g in self.report.gates:
+            if g.status != "fail":
+                continue
+            first = next((f for f in g.issues if f.severity == "ERROR"), g.issues[0] if g.issues else None)
+            out.append({"gate": g.number, "title": g.title, "code": None if first is None else first.code,
+                        "parameter": None if first is None else first.path,
+                        "evidence": None if first is None else first.evidence,
+                        "threshold": THRESHOLD_DOCS.get(g.number, GATE_DOC)})
+        return out
+
+    def next_step(self) -> str:
+        """What to do after a failed acceptance."""
+        sweep = "" if self.sweep else " --sweep"
+        return (f"the artifact is kept at {self.output} but is NOT accepted; see the full report with convert verify "
+                f"{self.output} --source {self.source}{sweep}, then convert again with more bits for the named "
+                "parameter (--tensor-type PATTERN=FORMAT, or --recipe bf16 / exact)")
+
+    def lines(self) -> list[str]:
+        """The verdict line, then one line per failed gate and the next step (docs/cli.md §Build then accept)."""
+        layers = "every layer" if self.sweep else "sampled layers (--verify-sweep: every layer)"
+        head = f"ACCEPT: {self.verdict.upper()} (convert verify, {len(self.report.gates)} gates, {layers})"
+        if self.verdict == "incomplete":
+            skipped = [f"gate {g.number} {g.title}: {g.skipped}" for g in self.report.gates if g.skipped]
+            head += "; skipped " + "; ".join(skipped)
+        out = [head]
+        for f in self.failures():
+            where = f" parameter {f['parameter']}:" if f["parameter"] else ""
+            out.append(f"FAIL gate {f['gate']} ({f['title']}):{where} {f['code']}: {f['evidence']} "
+                       f"(threshold: {f['threshold']})")
+        if self.verdict == "fail":
+            out.append(f"next: {self.next_step()}")
+        return out
+
+    def to_json(self) -> dict:
+        """The ``acceptance`` block of the conversion document."""
+        return {"verdict": self.verdict, "sweep": self.sweep, "failures": self.failures(),
+                "gates": [{"gate": g.number, "title": g.title, "status": g.status} for g in self.report.gates],
+                **({"next": self.next_step()} if self.verdict == "fail" else {})}
+
+
+def accept_written(output, source, *, inputs: dict | None = None, template=None, sweep: bool = False) -> Acceptance:
+    """Run the verify gates on the artifact just written at ``output`` against ``source`` (and the
+    components' ``inputs`` and the ``template``, as the conversion read them); every layer with ``sweep``."""
+    from converters.acceptance.gates.verify import verify
+
+    inputs = {k: v for k, v in (inputs or {}).items() if v}
+    report = verify(output, source, inputs=inputs or None, sweep=sweep, template=template)
+    return Acceptance(Path(output), Path(source), report, sweep)

@@ -1,0 +1,129 @@
+"""The command line's contracts (docs/cli.md): outputs into missing directories, build-then-accept, format
+overrides, ``convert recipes`` / ``formats``, one JSON contract (schema, verdict, error documents),
+``--version`` and the help order."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from converters.cli import main
+from tinymodels import qwen35
+
+
+@pytest.fixture(scope="module")
+def gguf(tmp_path_factory):
+    path = tmp_path_factory.mktemp("contract") / "m.gguf"
+    qwen35.write_gguf(path, qwen35.config(), matrix_type="Q8_0")
+    return path
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    rc = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_output_directory_is_created_and_acceptance_ends_with_one_verdict(gguf, tmp_path, capsys):
+    out = tmp_path / "new" / "dir" / "m.ninfer"
+    rc, stdout, err = run(capsys, "gguf2ninfer", gguf, out)
+    assert rc == 0, err
+    assert out.is_file()
+    last = stdout.strip().splitlines()[-1]
+    assert last.startswith("ACCEPT: PASS")
+
+
+def test_missing_source_leaves_no_directory_behind(tmp_path, capsys):
+    rc, _, err = run(capsys, "gguf2ninfer", tmp_path / "nope.gguf", tmp_path / "new" / "m.ninfer")
+    assert rc == 1 and "nope.gguf" in err
+    assert not (tmp_path / "new").exists()
+
+
+def test_json_conversion_carries_schema_verdict_and_acceptance(gguf, tmp_path, capsys):
+    rc, stdout, _ = run(capsys, "gguf2ninfer", gguf, tmp_path / "j.ninfer", "--json", "--verify-sweep")
+    doc = json.loads(stdout)
+    assert rc == 0
+    assert doc["schema"] == "ninfer-gguf2ninfer/v1" and doc["verdict"] == "pass"
+    assert doc["acceptance"]["sweep"] is True and doc["acceptance"]["failures"] == []
+    assert [g["gate"] for g in doc["acceptance"]["gates"]] == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_no_verify_skips_acceptance(gguf, tmp_path, capsys):
+    rc, stdout, _ = run(capsys, "gguf2ninfer", gguf, tmp_path / "n.ninfer", "--json", "--no-verify")
+    doc = json.loads(stdout)
+    assert rc == 0 and "acceptance" not in doc and "verdict" not in doc
+
+
+def test_failed_acceptance_keeps_the_artifact_names_gate_parameter_threshold(gguf, tmp_path, capsys, monkeypatch):
+    from converters.acceptance.gates import tolerance
+
+    impossible = tolerance.Tolerance(cosine=1.5, max_rel=0.0, row_rel=0.0)
+    monkeypatch.setattr(tolerance, "loosest", lambda formats: impossible)
+    out = tmp_path / "f.ninfer"
+    rc, stdout, _ = run(capsys, "gguf2ninfer", gguf, out)
+    assert rc == 1 and out.is_file()  # written, kept, not accepted
+    lines = stdout.strip().splitlines()
+    assert lines[-1].startswith("ACCEPT: FAIL")
+    fail = next(line for line in lines if line.startswith("FAIL gate 4"))
+    assert "parameter text/" in fail and "docs/thresholds.md §Tolerance" in fail
+    assert any(line.startswith("next: the artifact is kept at") for line in lines)
+
+
+def test_tensor_type_overrides_show_the_rule_in_the_plan(gguf, tmp_path, capsys):
+    rc, stdout, _ = run(capsys, "gguf2ninfer", gguf, tmp_path / "o.ninfer", "--dry-run", "--json",
+                        "--tensor-type", r"text/layers/\d+/mlp/down=q8_g32_fp16", "--output-tensor-type", "bf16",
+                        "--token-embedding-type", "exact")
+    assert rc == 0
+    rows = {r["id"]: r for r in json.loads(stdout)["objects_detail"]}
+    down = rows["text/layers/1/mlp/down"]
+    assert down["format"] == "q8_g32_fp16" and down["format_rule"].startswith("--tensor-type")
+    assert down["exactness"] == "bit-exact"  # Q8_0 source: transcoded, not requantized
+    head = rows["text/output_head"]
+    assert head["format"] == "bf16" and head["format_rule"] == "--output-tensor-type bf16"
+    assert any("requantized into bf16" in n for n in head["notes"])  # a Q8_0 source bf16 cannot hold exactly
+    assert rows["text/token_embedding"]["format_rule"] == "--token-embedding-type exact"
+    assert rows["text/layers/1/mlp/gate_up"]["format_rule"] == "recipe groupwise-int group mlp/gate_up"
+
+
+@pytest.mark.parametrize("flag", ["--tensor-type", "--output-tensor-type"])
+def test_bad_override_is_refused_before_reading(tmp_path, capsys, flag):
+    value = "x=q9_nope" if flag == "--tensor-type" else "q9_nope"
+    rc, _, err = run(capsys, "gguf2ninfer", tmp_path / "missing.gguf", tmp_path / "x.ninfer", flag, value)
+    assert rc == 1 and "unknown format 'q9_nope'" in err and "missing.gguf" not in err
+
+
+def test_recipes_and_formats_list_the_registries(capsys):
+    rc, stdout, _ = run(capsys, "recipes", "--json")
+    doc = json.loads(stdout)
+    assert rc == 0 and doc["schema"] == "ninfer-recipes/v1"
+    gi = next(r for r in doc["recipes"] if r["name"] == "groupwise-int")
+    assert gi["roles"]["embedding"] == "q8_g32_fp16" and "mlp/gate_up" in gi["groups"]
+    rc, stdout, _ = run(capsys, "formats", "--json")
+    formats = {f["format"]: f for f in json.loads(stdout)["formats"]}
+    assert formats["q8_g32_fp16"]["exact_from"] == {"Q8_0": "bit_exact"}
+    assert formats["q4_g64_fp16"]["bits_per_weight"] == 4.25 and formats["q4_g64_fp16"]["group"] == 64
+
+
+def test_error_with_json_is_one_document_on_stdout(tmp_path, capsys):
+    rc, stdout, err = run(capsys, "verify", tmp_path / "nope.ninfer", "--json")
+    doc = json.loads(stdout)
+    assert rc == 1 and "verify_target" in err
+    assert doc == {"schema": "ninfer-error/v1", "error": {
+        "code": "converter", "category": "converter", "rule": "verify_target", "file": str(tmp_path / "nope.ninfer"),
+        "field": None, "section": None, "message": "artifact does not exist"}}
+    rc, stdout, _ = run(capsys, "verify", "--json")
+    doc = json.loads(stdout)
+    assert rc == 2 and doc["error"]["code"] == "usage" and doc["error"]["field"] == "artifact"
+
+
+def test_version_flag_and_help_order(capsys):
+    rc, stdout, _ = run(capsys, "--version")
+    assert rc == 0 and stdout.startswith("ninfer-convert ")
+    rc, stdout, _ = run(capsys, "version", "--json")
+    assert json.loads(stdout)["schema"] == "ninfer-version/v1"
+    rc, stdout, _ = run(capsys, "--help")
+    names = ["inspect", "gguf2ninfer", "st2ninfer", "verify", "validate", "check", "repack", "recipes", "formats",
+             "encode", "seal", "regress", "version"]
+    at = [stdout.index(f"│ {n} ") for n in names]
+    assert at == sorted(at)
