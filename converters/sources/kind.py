@@ -6,7 +6,7 @@
 ``gguf``         a file starting with ``GGUF``
 ``safetensors``  a file whose first eight bytes are a little-endian header length followed by ``{``
 ``hf``           a directory that is not a calbin package (an HF checkpoint: ``config.json``, shards)
-``calbin``       a directory holding ``model_memory_reserved_info.txt`` and a root ``<model>.yaml``
+``calbin``       a directory shaped like a calbin package (:func:`is_calbin_package`), complete or not
 ``ninfer``       a file starting with ``NINFER\\0``: the entry file of a ``.ninfer`` artifact
 ``ninfer_part``  a file starting with ``NINPRT\\0``: a continuation part (docs/format/container.md, §3.2)
 ``json``         a file starting with ``{`` or ``[``: a stored Evidence record, a scale-out plan file
@@ -27,6 +27,8 @@ from converters.sources.fileio import OpenFile
 from ninfer_core.container.framing import ENTRY_MAGIC, PART_MAGIC
 
 CALBIN_RUNTIME_META = "model_memory_reserved_info.txt"  # the file that marks a calbin package directory
+CALBIN_SUBMODEL_META = "submodel_memory_reserved_info.txt"  # … and each of its submodel directories
+CHECKPOINT_FILES = frozenset({"config.json", "model.safetensors.index.json"})  # an HF checkpoint's
 
 DESCRIPTION = {
     "gguf": "a GGUF file",
@@ -52,12 +54,25 @@ READ_BY = {
 
 
 def is_calbin_package(path: str | Path) -> bool:
-    """A directory holding ``model_memory_reserved_info.txt`` and a root ``<model>.yaml`` (not hparam.yaml)."""
+    """A directory shaped like a calbin package (docs/calbin.md): no checkpoint file (``config.json``, the
+    safetensors index, ``*.safetensors``), and ``model_memory_reserved_info.txt``, or a submodel directory
+    holding ``submodel_memory_reserved_info.txt``, or a root ``<model>.yaml`` (not ``hparam.yaml``) beside
+    parameter blocks ``param_blk<N>.bin``. A package missing its root manifest or its runtime metadata is
+    still a package, and its validator reports what is missing (``FS_REQUIRED_MISSING``)."""
     p = Path(path)
     try:
-        if not p.is_dir() or not (p / CALBIN_RUNTIME_META).is_file():
+        if not p.is_dir():
             return False
-        return any(f.suffix in (".yaml", ".yml") and f.name != "hparam.yaml" and f.is_file() for f in p.iterdir())
+        children = list(p.iterdir())
+        names = {f.name for f in children}
+        if names & CHECKPOINT_FILES or any(n.endswith(".safetensors") for n in names):
+            return False
+        if CALBIN_RUNTIME_META in names:
+            return True
+        if any(f.is_dir() and (f / CALBIN_SUBMODEL_META).is_file() for f in children):
+            return True
+        manifest = any(f.suffix in (".yaml", ".yml") and f.name != "hparam.yaml" and f.is_file() for f in children)
+        return manifest and any(n.startswith("param_blk") and n.endswith(".bin") for n in names)
     except OSError:  # unreadable: not recognisably a calbin package
         return False
 
