@@ -1,7 +1,7 @@
 """Deterministic tiny-model generators for tests, the demo and the benchmarks.
 
 Depends only on numpy, gguf and safetensors, never on the code under test (``ninfer_core``,
-``converters``). A text model is one module (``qwen35``, ``qwen3``, ``qwen2``, ``qwen3_moe``, …) with
+``converters``). A text model is one module (``qwen35``, ``qwen3``, ``qwen2``, ``qwen3_moe``, ``qwen3_vl``, …) with
 ``MODEL_NAME`` (found by :func:`models`), ``config()``, ``hf_tensors()``, ``logical_parameters()``,
 ``write_hf_dir()`` and ``write_gguf()``; ``MOE = True`` where it takes expert layouts. Components:
 :mod:`tinymodels.mtp` (Qwen3.5 MTP head), :mod:`tinymodels.vision` (vision tower, mmproj GGUF),

@@ -1,7 +1,7 @@
 """``python -m tinymodels MODEL [--hf DIR] [--gguf FILE] [--mmproj FILE] [--counts FILE] [options] [--set K=V ...]``.
 
 Text models (every module with ``MODEL_NAME``: ``qwen35``, ``qwen3``, ``qwen2``, ``qwen3moe``, …) are written as an HF
-directory and/or a GGUF (llama.cpp layout); MoE models take ``--expert-layout`` (HF) and
+directory and/or a GGUF (llama.cpp layout), Qwen3-VL (``qwen3vl``, ``qwen3vlmoe``) also as ``--mmproj``; MoE models take ``--expert-layout`` (HF) and
 ``--fused-gate-up`` (GGUF), Qwen3.5 models ``--set mtp_num_hidden_layers=1`` for an MTP head.
 Components: ``vision`` (``--hf``: a ``Qwen3_5ForConditionalGeneration`` directory, ``--mmproj``: the
 tower's mmproj GGUF), ``dflash`` / ``dflash2`` (``--hf``: the z-lab drafter), ``bonsai`` (``--gguf``: a
@@ -61,9 +61,10 @@ def _parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     overrides = dict(args.overrides)
     if args.model in MODELS:
-        if not args.hf and not args.gguf:
-            parser.error("nothing to write: give --hf and/or --gguf")
         module = MODELS[args.model]
+        if not args.hf and not args.gguf and not (args.mmproj and hasattr(module, "write_mmproj")):
+            parser.error("nothing to write: give --hf and/or --gguf" + (" and/or --mmproj" if hasattr(
+                module, "write_mmproj") else ""))
         moe = getattr(module, "MOE", False)
         cfg = module.config(**overrides)
         if args.hf:
@@ -72,6 +73,10 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         if args.gguf:
             extra = {"fused_gate_up": args.fused_gate_up} if moe else {}
             module.write_gguf(args.gguf, cfg, seed=args.seed, matrix_type=args.matrix_type, **extra)
+        if args.mmproj:
+            if not hasattr(module, "write_mmproj"):
+                parser.error(f"{args.model} has no vision tower: --mmproj is for vision, qwen3vl, qwen3vlmoe")
+            module.write_mmproj(args.mmproj, cfg, seed=args.seed, matrix_type=args.matrix_type)
     elif args.model == "vision":
         if not args.hf and not args.mmproj:
             parser.error("nothing to write: give --hf and/or --mmproj")

@@ -1,5 +1,5 @@
 """Golden numerics: a numpy reference forward pass of the registered text architectures (Qwen2/Qwen2.5, Qwen3,
-Qwen3.5, dense and mixture-of-experts).
+Qwen3-VL, Qwen3.5, dense and mixture-of-experts).
 
 ``forward(config, params, tokens)`` runs the text model of a *normalised* config (``components.text.config``)
 over a few tokens from the logical
@@ -29,8 +29,9 @@ Semantics, as read in transformers (``models/qwen3_5/modeling_qwen3_5.py`` @009e
   (pairs ``i`` and ``i + rotary_dim/2``), ``inv_freq = theta^(-2i/rotary_dim)``; GQA head ``h`` reads
   KV head ``h // (heads/kv_heads)``; causal softmax of ``q·k/sqrt(head_dim)``; Qwen3.5 multiplies the
   result by ``sigmoid(gate)`` (``gate`` = the second half of each head's ``q_proj`` rows) before
-  ``o_proj``. Qwen3.5's interleaved mRoPE equals plain RoPE for text positions (all three position
-  streams equal), so it is computed as plain RoPE.
+  ``o_proj``. A config with ``rope_parameters.mrope_section`` (Qwen3.5, Qwen3-VL) takes its angles from
+  interleaved mRoPE over three equal text position streams (:mod:`converters.acceptance.mrope`), which are
+  plain RoPE's angles.
 - Gated delta net (``Qwen3_5GatedDeltaNet``, ``torch_recurrent_gated_delta_rule``): ``[q|k|v]``
   projections → causal depthwise conv1d (kernel ``k``, left zero padding ``k-1``) → SiLU; ``beta =
   sigmoid(b)``; ``g = -exp(A_log)·softplus(a + dt_bias)``; q and k L2-normalised per head
@@ -70,6 +71,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from converters.acceptance import mrope
 from converters.errors import ConversionError
 from converters.model import architectures
 from converters.model.architectures._family import MoeKind
@@ -143,6 +145,7 @@ class TextSpec:
     qk_norm: bool = True
     qkv_bias: bool = False
     architecture: str = ""  # the text architecture module (converters.model.architectures) it came from
+    mrope_section: tuple[int, ...] = ()  # interleaved mRoPE (rope_parameters.mrope_section), empty: plain RoPE
 
     def sparse(self, layer: int) -> bool:
         """Whether ``layer``'s feed-forward block is the sparse MoE block (else the dense MLP)."""
@@ -198,7 +201,7 @@ class TextSpec:
             head_dim=head_dim, rms_norm_eps=_number(cfg, "rms_norm_eps"), rope_theta=theta,
             rotary_dim=int(head_dim * _number({"partial_rotary_factor": partial}, "partial_rotary_factor")),
             tie_word_embeddings=args.tie_word_embeddings, attn_output_gate=fam.attn_output_gate,
-            zero_centred_norms=fam.zero_centred_norms, **hybrid)
+            zero_centred_norms=fam.zero_centred_norms, mrope_section=tuple(rope.get("mrope_section") or ()), **hybrid)
         if spec.rotary_dim % 2 or not 0 <= spec.rotary_dim <= head_dim:
             raise _config_error("rope_parameters.partial_rotary_factor", f"rotary dim {spec.rotary_dim} invalid")
         return spec
@@ -227,13 +230,19 @@ def l2_normalize(x: np.ndarray, eps: float = L2NORM_EPS) -> np.ndarray:
     return x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + eps)
 
 
-def rope(x: np.ndarray, positions: np.ndarray, rotary_dim: int, theta: float) -> np.ndarray:
-    """Rotate the first ``rotary_dim`` dims of every head of ``x [T, heads, head_dim]``."""
+def rope(x: np.ndarray, positions: np.ndarray, rotary_dim: int, theta: float,
+         mrope_section: Sequence[int] = ()) -> np.ndarray:
+    """Rotate the first ``rotary_dim`` dims of every head of ``x [T, heads, head_dim]`` at text ``positions``
+    (with ``mrope_section``: interleaved mRoPE of three equal position streams)."""
     if rotary_dim == 0:
         return x
     half = rotary_dim // 2
     inv_freq = 1.0 / theta ** (np.arange(0, rotary_dim, 2, dtype=np.float64) / rotary_dim)
-    freqs = positions[:, None].astype(np.float64) * inv_freq[None, :]
+    if mrope_section:
+        freqs = mrope.interleaved_frequencies(np.broadcast_to(positions, (3, len(positions))), inv_freq,
+                                              mrope_section)
+    else:
+        freqs = positions[:, None].astype(np.float64) * inv_freq[None, :]
     cos = np.cos(np.concatenate([freqs, freqs], axis=-1))[:, None, :]
     sin = np.sin(np.concatenate([freqs, freqs], axis=-1))[:, None, :]
     rot = x[..., :rotary_dim]
@@ -254,8 +263,8 @@ def attention(x: np.ndarray, w: Mapping[str, np.ndarray], spec: TextSpec, positi
     if spec.qk_norm:
         q = rms_norm(q, w["query_norm"], eps, zero_centred=zc)
         k = rms_norm(k, w["key_norm"], eps, zero_centred=zc)
-    q = rope(q, positions, spec.rotary_dim, spec.rope_theta)
-    k = rope(k, positions, spec.rotary_dim, spec.rope_theta)
+    q = rope(q, positions, spec.rotary_dim, spec.rope_theta, spec.mrope_section)
+    k = rope(k, positions, spec.rotary_dim, spec.rope_theta, spec.mrope_section)
     k, v = np.repeat(k, nh // nkv, axis=1), np.repeat(v, nh // nkv, axis=1)
     scores = np.einsum("thd,shd->hts", q, k) / np.sqrt(hd)
     scores = np.where(np.tri(t, dtype=bool)[None], scores, -np.inf)

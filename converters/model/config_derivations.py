@@ -494,6 +494,34 @@ def _no_true_entries(ctx: RuleContext, args: Mapping, field: FieldRule) -> bool:
     return True
 
 
+def _gguf_first_layers(ctx: RuleContext, args: Mapping, field: FieldRule) -> list[int]:
+    """``[0, n)`` for the count in GGUF key ``count_key`` (llama.cpp ``n_deepstack_layers``)."""
+    n = ctx.lookup(args["count_key"])
+    if n is MISSING:
+        raise Missing(ctx.key_name(args["count_key"]))
+    if not value_matches(n, "int") or n < 0:
+        raise ctx.error(f"{ctx.key_name(args['count_key'])} is {n!r}, not a count", key=ctx.key_name(args["count_key"]),
+                        rule="field_type")
+    return list(range(n))
+
+
+def _hf_first_layers(ctx: RuleContext, args: Mapping, field: FieldRule) -> list[int]:
+    """``[0, n)`` for ``n`` the length of the root config's ``section.list_key`` (a ``vision_config``'s
+    ``deepstack_visual_indexes``; no section or no list: none)."""
+    section = ctx.lookup(args["section"], "root")
+    where = f"{args['section']}.{args['list_key']}"
+    if section is MISSING:
+        return []
+    if not isinstance(section, Mapping):
+        raise ctx.error(f"{args['section']} is not an object", key=args["section"], rule="field_type")
+    listed = section.get(args["list_key"])
+    if listed is None:
+        return []
+    if not value_matches(listed, "int_list"):
+        raise ctx.error(f"{where} is {listed!r}, not a list of integers", key=where, rule="field_type")
+    return list(range(len(listed)))
+
+
 #: name -> (function, required args). The rules loader rejects any other name or a missing arg.
 DERIVATIONS: dict[str, tuple[Callable, frozenset[str]]] = {
     "ratio": (_ratio, frozenset({"numerator", "denominator"})),
@@ -520,4 +548,6 @@ DERIVATIONS: dict[str, tuple[Callable, frozenset[str]]] = {
     "gguf_position_count": (_gguf_position_count, frozenset({"tensor", "image_size_key", "patch_size"})),
     "true_indexes": (_true_indexes, frozenset({"key"})),
     "no_true_entries": (_no_true_entries, frozenset({"key"})),
+    "gguf_first_layers": (_gguf_first_layers, frozenset({"count_key"})),
+    "hf_first_layers": (_hf_first_layers, frozenset({"section", "list_key"})),
 }

@@ -53,19 +53,22 @@ def converted(source: Path, out: Path, recipe: str | Path, **kw) -> Path:
 
 def rewrite(src: Path, dst: Path, *, edit: dict[str, Callable[[np.ndarray], np.ndarray]] | None = None,
             resources: dict[str, bytes] | None = None, drop_bindings=(), extra: dict[str, np.ndarray] | None = None,
-            provenance=KEEP, max_file_bytes: int | None = None) -> Path:
+            provenance=KEEP, max_file_bytes: int | None = None,
+            components: Callable[[dict], dict] | None = None) -> Path:
     """Write ``dst`` from the artifact ``src`` with the writer, changing only what is asked:
 
     ``edit``: object id → function of its decoded float32 values (re-encoded in the object's own format);
     ``resources``: resource object id → new bytes; ``drop_bindings``: bindings removed with their uses;
-    ``extra``: new bf16 tensor objects (bound by nothing); ``provenance``: a replacement (``None`` drops it)."""
+    ``extra``: new bf16 tensor objects (bound by nothing); ``provenance``: a replacement (``None`` drops it);
+    ``components``: function of the components table returning the one to write."""
     edit, resources, extra = edit or {}, resources or {}, extra or {}
     with open_artifact(src) as art:
         d = art.directory.to_json()
         bindings = {k: v for k, v in d["bindings"].items() if k not in drop_bindings}
         uses = [u for u in d["uses"] if u["parameter"] not in drop_bindings]
         prov = d.get("provenance") if provenance is KEEP else provenance
-        w = ArtifactWriter(dst, components=d["components"], bindings=bindings, uses=uses, metadata=d.get("metadata"),
+        comps = components(d["components"]) if components is not None else d["components"]
+        w = ArtifactWriter(dst, components=comps, bindings=bindings, uses=uses, metadata=d.get("metadata"),
                            provenance=prov, max_file_bytes=max_file_bytes, durable=False)
         for obj in art.objects:
             if obj.kind == "tensor":

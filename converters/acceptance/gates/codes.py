@@ -89,6 +89,7 @@ SPECS: tuple[GateCode, ...] = (
     # verify only: the artifact against its source (gates 4-7)
     GateCode("VERIFY_SKIPPED_NO_SOURCE", INFO, None, 4, "A gate that compares with the source (4, 5, 7; 6 in part) was skipped: no --source given."),
     GateCode("VERIFY_SOURCE_MISMATCH", E, None, 4, "The given source is not the one provenance records (header sha256 or size differ)."),
+    GateCode("VERIFY_CONFIG_MISMATCH", E, None, 4, "A component's config differs from the one the source gives in a field the source states (geometry, RoPE, deepstack wiring)."),
     GateCode("VERIFY_PARAMETER_UNREADABLE", E, None, 4, "A bound parameter cannot be decoded from the artifact or computed from the source."),
     GateCode("VERIFY_VALUE_NOT_EXACT", E, None, 4, "A parameter provenance calls exact decodes to values that differ from the source's after the mapped transforms."),
     GateCode("VERIFY_VALUE_TOLERANCE", E, None, 4, "A requantized parameter's cosine or maximum error is outside its format's tolerance."),

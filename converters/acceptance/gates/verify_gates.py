@@ -10,6 +10,8 @@ no source (borrowed objects with their template, resources with their recorded s
 
 from __future__ import annotations
 
+import json
+
 from converters.acceptance.gates import borrowed as lent
 from converters.acceptance.gates.codes import finding
 from converters.acceptance.gates.contract import (
@@ -110,6 +112,7 @@ def values(run, g):
     if run.model is None:
         return found + run.skip_no_source(g)
     found += _source_identity(run.artifact, run.model)
+    found += _source_configs(run.artifact, run.model)
     res = run.parameter_check
     found += res.values
     g.checks[:0] = ["exact_equality", "format_tolerance"]
@@ -238,6 +241,24 @@ def _is_text(path: str | None) -> bool:
     """Whether a coverage or values finding concerns a text parameter (the golden forward reads only those)."""
     name = (path or "").removeprefix("$.bindings.")
     return name.startswith("text/") or not name
+
+
+def _source_configs(art, model) -> list:
+    """Each component's config holds the source's value for every field the source gives (the geometry, the
+    RoPE parameters, the deepstack wiring of docs/qwen3-vl.md §Deepstack contract)."""
+    given = {"text": model.config} | {cid: c.config for cid, c in model.component_records.items()}
+    found = []
+    for cid, want in given.items():
+        record = art.components.get(cid)
+        if record is None:
+            continue
+        have = json.loads(json.dumps(record.config))
+        diffs = {k: {"artifact": have.get(k), "source": v} for k, v in json.loads(json.dumps(want)).items()
+                 if have.get(k) != v}
+        if diffs:
+            found.append(finding("VERIFY_CONFIG_MISMATCH", f"components.{cid}.config differs from the source's in "
+                                 f"{', '.join(sorted(diffs))}", path=f"$.components.{cid}.config", detail=diffs))
+    return found
 
 
 def _source_identity(art, model) -> list:

@@ -1,6 +1,6 @@
 """The Qwen3.5 vision tower (component ``vision``, config ``model_type`` ``qwen3_5_vision`` or
 ``qwen3_5_moe_vision``, ``target: "text"``, container §4.2), and the Qwen3-VL tower (``qwen3_vl``), which adds
-one deepstack merger per block of ``deepstack_visual_indexes``.
+one deepstack merger per block of ``deepstack_visual_indexes`` (the text side: docs/qwen3-vl.md).
 
 ``Args`` is built from the normalised vision config (:func:`converters.model.config_normalize.normalize_vision_config`,
 from an mmproj GGUF's ``clip.vision.*`` or an HF ``vision_config``). Every block has the same tensors.
@@ -19,7 +19,7 @@ from converters.model.architectures._args import args_from_config, fail, require
 
 NAME = "qwen3_5_vision"
 COMPONENT = "vision"
-HF_ARCHITECTURES: tuple[str, ...] = ()  # a part of a Qwen3_5(Moe)ForConditionalGeneration checkpoint
+HF_ARCHITECTURES: tuple[str, ...] = ()  # a part of a Qwen3_5(Moe) / Qwen3VL(Moe) ForConditionalGeneration
 GGUF_ARCHITECTURES: tuple[str, ...] = ()
 MODEL_TYPES = ("qwen3_5_vision", "qwen3_5_moe_vision", "qwen3_vl")
 MAPPINGS = {"vision": "qwen3_5_vision.yaml"}

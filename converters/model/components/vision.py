@@ -1,12 +1,14 @@
-"""The Qwen3.5 vision tower as a component (container §4.2, §9.1): config with its standard
-``model_type`` (``qwen3_5_vision``, ``qwen3_5_moe_vision``), ``target: "text"``, processor resources in
+"""The Qwen3.5 / Qwen3-VL vision tower as a component (container §4.2, §9.1): config with its standard
+``model_type`` (``qwen3_5_vision``, ``qwen3_5_moe_vision``, ``qwen3_vl``), ``target: "text"``, processor resources in
 ``vision.resources``.
 
 Weights come from an mmproj GGUF when ``--mmproj`` is given (llama.cpp never writes the tower into the
 text GGUF), else from the HF checkpoint's ``model.visual.*``; giving both is refused (two towers, no way to
 know which was meant). The config is :func:`converters.model.config_normalize.explain_vision_config` of that
 input (an mmproj marking deepstack layers is read as the Qwen3-VL tower, ``qwen3_vl``, with its deepstack
-mergers; the project converts no Qwen3-VL text model, so it is accepted beside any supported one); its ``out_hidden_size`` must be the text hidden size (the merger projects into the text model).
+mergers, and is accepted beside any supported text model); its ``out_hidden_size`` must be the text hidden
+size (the merger projects into the text model). Beside a Qwen3-VL text model the tower must have one
+deepstack merger per entry of the text config's ``deepstack_layers`` (docs/qwen3-vl.md §Deepstack contract).
 
 Resources: the HF directory's ``preprocessor_config.json`` / ``video_preprocessor_config.json`` copied
 byte-for-byte (when the main input is an HF directory, even with ``--mmproj``); with a GGUF main input, a
@@ -66,10 +68,21 @@ def resolve(ctx: Context, component: str = "vision") -> Component:
         raise ConversionError(f"the vision tower projects to {args.out_hidden_size}, the text model's hidden size is "
                               f"{hidden}: the tower belongs to another model", file=vfile,
                               json_path="vision_config.out_hidden_size", rule="vision_target_mismatch")
+    _check_deepstack(ctx.text_config, args, vfile)
     return Component(component, qwen3_5_vision, mapping_for(qwen3_5_vision, component), args, config,
                      resources=_resources(main, mmproj, config),
                      provenance={"from": "mmproj" if mmproj is not None else "main", "file": vfile,
                                  "config_evidence": dict(explained.evidence)})
+
+
+def _check_deepstack(text_config: dict, args, vfile: str) -> None:
+    """A text model taking deepstack inputs needs one merger per deepstack layer (docs/qwen3-vl.md)."""
+    layers = text_config.get("deepstack_layers")
+    if layers is not None and len(layers) != args.deepstack_count:
+        raise ConversionError(f"the text model adds deepstack features after {len(layers)} layers "
+                              f"(deepstack_layers {list(layers)}), the vision tower has {args.deepstack_count} "
+                              "deepstack mergers: the tower belongs to another model", file=vfile,
+                              json_path="vision_config.deepstack_visual_indexes", rule="vision_target_mismatch")
 
 
 def _resources(main, mmproj, config: dict) -> list[tuple[str, bytes, dict]]:
