@@ -134,9 +134,13 @@ def test_hash_manifest_changes_with_any_byte(clean):
 
 def test_not_a_package(tmp_path):
     assert not is_calbin_package(tmp_path)
-    (tmp_path / "model_memory_reserved_info.txt").write_text("")
     (tmp_path / "hparam.yaml").write_text("a: 1\n")
+    (tmp_path / "param_blk0.bin").write_bytes(b"\0")
     assert not is_calbin_package(tmp_path), "hparam.yaml is not a root manifest"
+    (tmp_path / "model_memory_reserved_info.txt").write_text("")
+    assert is_calbin_package(tmp_path), "an incomplete package is still a package (its report names what is missing)"
+    (tmp_path / "config.json").write_text("{}")
+    assert not is_calbin_package(tmp_path), "a checkpoint directory is never a package"
     report = validate_calbin(tmp_path / "absent")
     assert report.verdict == "fail" and report.codes() == {"FS_UNREADABLE"}
 

@@ -59,6 +59,7 @@ CODES = CodeTable(
         CodeSpec("XREF_IO_SHAPE", E, "C", "An ibuf/obuf shape differs from the manifest input shape or the logits contract (§5.3)."),
         CodeSpec("XREF_VOCAB", E, "C", "Logits last dimension, config vocab_size and tokenizer vocabulary disagree (§8)."),
         CodeSpec("XREF_GRAPH_INPUTS", E, "C", "An op YAML input_N entry names no manifest input, or its shape differs."),
+        CodeSpec("XREF_GRAPH_INPUTS_CHIP_SPLIT", INFO, "C", "Per-chip past_key/past_value inputs read against the chip split: kv_heads / chip_nums heads, the declared past or the full context."),
         CodeSpec("XREF_DEVICE", E, "C", "The declared runtime chip is not among the metadata's compatible devices (§4.1)."),
         CodeSpec("XREF_FILE_MISSING", E, "C", "A file declared in metadata (parameter block, command, ELF, helper) does not exist."),
         CodeSpec("XREF_FILE_UNDECLARED", V, "C", "A command/ELF/helper file exists but no metadata line declares it."),

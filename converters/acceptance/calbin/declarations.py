@@ -16,6 +16,7 @@ from converters.acceptance.calbin.context import Ctx, Submodel
 from converters.acceptance.calbin.inventory import RUNTIME_META, SUBMODEL_META, safe_relpath
 
 NAME_MAX = 255  # bytes in one file-name component on the file systems packages live on (Linux NAME_MAX)
+_PAST_RE = re.compile(r"past_(key|value)_\d+\Z")
 _CCU_RE = re.compile(r"ccu(\d+)_chip(\d+)\.elf")
 _CMD_RE = re.compile(r"(cpu|pld)_chip(\d+)_(ping|pong)\.bin")
 
@@ -205,6 +206,25 @@ def profparts_ops(ctx: Ctx, sub: Submodel) -> dict | None:
     }
 
 
+def _chip_split(ctx: Ctx, name: str, op_shape: list, declared: list) -> str | None:
+    """How a per-chip ``past_key_i`` / ``past_value_i`` op input agrees with the model-level manifest shape
+    ``[batch, kv_heads, past, head_dim]`` on a package compiled for ``chip_nums`` > 1 (docs/calbin.md §6): each
+    chip holds ``kv_heads / chips`` heads, and its buffer's context dimension is the declared past length or
+    the full context (past + 1). None when no split explains the shape (then it stays an error)."""
+    chips = ctx.chips
+    if not chips or chips < 2 or not _PAST_RE.match(name) or len(op_shape) != 4 or len(declared) != 4 \
+            or not all(isinstance(d, int) and not isinstance(d, bool) for d in (*op_shape, *declared)):
+        return None
+    batch, heads, past, head_dim = declared
+    if op_shape[0] != batch or op_shape[3] != head_dim or heads % chips or op_shape[1] != heads // chips:
+        return None
+    if op_shape[2] == past:
+        return "the declared past length"
+    if op_shape[2] == past + 1:
+        return "the full context (past + 1)"
+    return None
+
+
 def graph_inputs(ctx: Ctx, sub: Submodel) -> None:
     """Op YAML ``input_N`` entries are the manifest's inputs in order, with the same shapes; all consumed."""
     shapes = (sub.cfg or {}).get("input_shape")
@@ -213,6 +233,7 @@ def graph_inputs(ctx: Ctx, sub: Submodel) -> None:
     ctx.check("C", "graph_inputs")
     names = list(shapes)
     used: set[int] = set()
+    split: dict[str, list[str]] = {}  # interpretation -> the per-chip inputs it explains
     for e in sub.ops.entries():
         n = e.input_index
         if n is None:
@@ -222,8 +243,17 @@ def graph_inputs(ctx: Ctx, sub: Submodel) -> None:
             ctx.emit("XREF_GRAPH_INPUTS", f"role {e.role} but the manifest declares {len(names)} inputs",
                      file=sub.ops.file, path=f"{e.op}.{e.slot}")
         elif list(e.shape) != shapes[names[n]]:
-            ctx.emit("XREF_GRAPH_INPUTS", f"{e.role} ({names[n]}) has shape {list(e.shape)}, manifest says "
-                     f"{shapes[names[n]]}", file=sub.ops.file, path=f"{e.op}.{e.slot}")
+            reading = _chip_split(ctx, names[n], list(e.shape), shapes[names[n]])
+            if reading is None:
+                ctx.emit("XREF_GRAPH_INPUTS", f"{e.role} ({names[n]}) has shape {list(e.shape)}, manifest says "
+                         f"{shapes[names[n]]}", file=sub.ops.file, path=f"{e.op}.{e.slot}")
+            else:
+                split.setdefault(reading, []).append(f"{names[n]} {list(e.shape)} (manifest {shapes[names[n]]})")
+    if split:
+        ctx.emit("XREF_GRAPH_INPUTS_CHIP_SPLIT", "per-chip KV inputs read against the chip split ("
+                 f"{ctx.chips} chips: kv_heads / {ctx.chips} heads each): "
+                 + "; ".join(f"{len(v)} with {k}" for k, v in sorted(split.items())), file=sub.ops.file,
+                 detail={"chips": ctx.chips, "interpretations": {k: v[:8] for k, v in sorted(split.items())}})
     unused = [names[i] for i in range(len(names)) if i not in used]
     if unused:
         ctx.emit("XREF_GRAPH_INPUTS", f"manifest inputs consumed by no op: {', '.join(unused[:8])}"
