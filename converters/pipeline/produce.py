@@ -249,7 +249,9 @@ class Producer:
         if ref is not None:  # computed in float64, rounded once
             return np.ascontiguousarray(ref, dtype=np.float32)
         chain = pc.source.chain
-        x = chain.apply(rows.floats(chain.row_ids(a, b)))
+        raw = rows.floats(chain.row_ids(a, b))
+        require_finite(raw, pc, rows, a)
+        x = chain.apply(raw)
         if pc.hadamard_width is not None:
             x = T.hadamard_rotate(x, self.signs(pc.hadamard_width)).astype(np.float32)
         return np.ascontiguousarray(x, dtype=np.float32)
@@ -263,6 +265,7 @@ class Producer:
         if not chain.values and pc.source_hadamard != INVERSE:
             return None
         x = rows.floats(chain.row_ids(a, b))
+        require_finite(x, pc, rows, a)
         if chain.columns is not None:
             x = x[:, chain.columns]
         x = np.asarray(x, dtype=np.float64)
@@ -302,6 +305,25 @@ class Producer:
         if pc.column_groups is not None:
             data = permute_column_groups(obj.format, shape, data, block_permutation(chain.columns, pc.column_groups))
         return Block((pc.row_start + a) // inner, (pc.row_start + b) // inner, data, shape)
+
+
+def require_finite(x: np.ndarray, pc: Piece, rows: TensorRows, a: int) -> None:
+    """Refuse source values that are NaN or infinite, naming the file, the tensor and where (a NaN Q8_0
+    block scale decodes to a NaN block): nothing downstream can represent them faithfully."""
+    bad = ~np.isfinite(x)
+    if not bad.any():
+        return
+    first = np.unravel_index(int(np.flatnonzero(bad)[0]), x.shape)
+    value = x[first]
+    where = f"row {a + int(first[0])}" + (f", column {int(first[1])}" if len(first) > 1 else "")
+    ggml_type, block = rows.storage.ggml_type, rows.storage.block
+    hint = f" (in {ggml_type} block {int(first[-1]) // block} of that row: its scale decodes to {value})" \
+        if ggml_type and block > 1 and len(first) > 1 else ""
+    file = getattr(rows.tensor, "file", None) or getattr(rows.source, "path", None)
+    raise ConversionError(f"source tensor {pc.source.tensor!r} holds {int(bad.sum())} non-finite value(s) in rows "
+                          f"[{a}, {a + x.shape[0]}): first {value} at {where}{hint}; a NaN or infinity cannot be "
+                          "converted", file=str(file) if file is not None else None, json_path=pc.source.tensor,
+                          rule="source_not_finite")
 
 
 def axis0_rows(shape: tuple[int, ...]) -> int:
