@@ -60,7 +60,6 @@ import numpy as np
 from converters.acceptance.gates.codes import finding
 from converters.acceptance.registry import GateContext, gate, new_report, run_gates
 from converters.acceptance.report import SCHEMA_CHECK, Report
-from converters.errors import ConverterError
 from converters.mapping.recipes import load_recipe
 from converters.model.engine import open_model
 from converters.pipeline.convert import plan_conversion, template_recipe
@@ -479,9 +478,6 @@ def run_check(gguf, *, template=None, recipe=None, components=("text",), workers
     try:
         rec = load_recipe(recipe if recipe is not None else template_recipe(tpl))
         with open_model(source if source is not None else gguf, components=components) as model:
-            if model.source.kind != "gguf":
-                raise ConverterError("convert check reads a GGUF source (--gguf)", file=str(model.source.path),
-                                     rule="check_source_kind")
             plan = plan_conversion(model, rec)
             objects = apply_template(plan, tpl) if tpl is not None else list(plan.objects)
             report.sections.update(source=str(model.source.path), recipe=rec.name,

@@ -1,4 +1,4 @@
-"""``convert check --gguf SRC [--template TPL] [--recipe R] [--json]``: the read-only conversion self-test.
+"""``convert check SRC [--template TPL] [--recipe R] [--json]``: the read-only conversion self-test.
 
 CHECK 1 geometry, CHECK 2 byte round trip (``bytes_equal``; for a ternary/binary source transcoded to
 ``t2_g128_fp16``, whose trits and bits cannot be reassembled byte for byte, ``codes_equal``: every code and
@@ -8,8 +8,10 @@ then ``RESULT: OK`` (exit 0) or ``RESULT: FAILED`` (exit 1). Nothing is written 
 
 Examples::
 
-    convert check --gguf model.Q8_0.gguf
-    convert check --gguf bonsai.gguf --template tpl.ninfer --json
+    convert check model.Q8_0.gguf
+    convert check ./hf-dir --recipe bf16
+    convert check bonsai.gguf --template tpl.ninfer --json      # --gguf SRC is the older spelling
+    NINFER_TERNARY_GGUF=bonsai.gguf NINFER_TERNARY_TEMPLATE=tpl.ninfer convert check
 """
 
 from __future__ import annotations
@@ -74,19 +76,28 @@ def print_check(r: dict) -> None:
 
 @command("check")
 def check(
-    gguf: Path = typer.Option(..., "--gguf", help="GGUF source to self-test.", show_default=False),
-    template: Path = typer.Option(None, "--template", help="Template artifact (objects to borrow are listed)."),
+    source: Path = typer.Argument(None, help="GGUF file or HF checkpoint directory to self-test (default: "
+                                  "$NINFER_TERNARY_GGUF).", show_default=False),
+    gguf: Path = typer.Option(None, "--gguf", help="The source, spelled as before (same as the argument).",
+                              show_default=False),
+    template: Path = typer.Option(None, "--template", help="Template artifact (objects to borrow are listed; "
+                                  "default: $NINFER_TERNARY_TEMPLATE)."),
     recipe: str = typer.Option(None, "--recipe", help="Recipe name or file (default: the template's, else groupwise-int)."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
     components: str = typer.Option("text", "--components", help="Comma-separated components."),
 ) -> None:
     """Read-only self-test of a conversion: CHECK 1 geometry, CHECK 2 round trip + offset probe, CHECK 3 producer smoke."""
     from converters.acceptance.check import run_check
+    from converters.cli.ternary_env import default_source, default_template
     from converters.sources.kind import require_kind
 
-    require_kind(gguf, ("gguf",), command="check", rule="check_source_kind")
+    if source is not None and gguf is not None:
+        raise typer.BadParameter("give the source once: as the argument or as --gguf", param_hint="--gguf")
+    source = default_source(source if source is not None else gguf, "check")
+    template = default_template(template, always=True)
+    require_kind(source, ("gguf", "hf", "safetensors"), command="check", rule="check_source_kind")
     comps = tuple(c.strip() for c in components.split(",") if c.strip()) or ("text",)
-    result = run_check(gguf, template=template, recipe=recipe, components=comps)
+    result = run_check(source, template=template, recipe=recipe, components=comps)
     if json_out:
         emit_json(result)
     else:

@@ -82,8 +82,11 @@ def render_outcome(outcome, options, json_out: bool, acceptance=None) -> None:
 
 
 def print_acceptance(acceptance) -> None:
-    """The verdict line (and, on failure, each failed gate and what to do next), unless acceptance was skipped."""
-    if acceptance is None:
+    """The verdict line (and, on failure, each failed gate and what to do next), unless acceptance was skipped
+    or ``NINFER_ACCEPT_QUIET`` is set (the exit status still says it)."""
+    from converters.cli.ternary_env import accept_quiet
+
+    if acceptance is None or accept_quiet():
         return
     color = {"pass": "bold green", "incomplete": "bold yellow", "fail": "bold red"}[acceptance.verdict]
     head, *rest = acceptance.lines()
@@ -242,6 +245,7 @@ def _options(kind: str):
                                           "(default: a sample of layers)."),
     ) -> None:
         from converters.cli.repack import parse_byte_size
+        from converters.cli.ternary_env import default_template
         from converters.mapping.overrides import parse_overrides
         from converters.pipeline.convert import ConvertOptions
         from converters.pipeline.proposal import ProposalRequest
@@ -252,6 +256,7 @@ def _options(kind: str):
         comps = _components(components)
         staging = _staging(artifact_id, artifact_id_from_content, plan_only, backend, scheduler, dry_run)
         overrides = parse_overrides(tensor_type, output_tensor_type, token_embedding_type)
+        template = default_template(template, recipe=recipe)  # $NINFER_TERNARY_TEMPLATE for the ternary recipes
         if overrides and (plan_only is not None or backend != "local"):
             raise typer.BadParameter("format overrides are not carried by a staged conversion's plan file; "
                                      "convert in one process", param_hint="--tensor-type")

@@ -73,6 +73,22 @@ def _print_record(rec: dict) -> None:
         console.print(f"[dim]unknown:[/] {u}")
 
 
+def _print_composition(path: Path) -> None:
+    """A ``.ninfer`` artifact's component × format table, recipe and exactness counts
+    (:mod:`converters.inspect.composition`)."""
+    from converters.inspect.composition import composition
+
+    c = composition(path)
+    rows = [[r["component"], r["format"], r["objects"], f"{r['bytes']:,}", f"{r['elements']:,}",
+             "-" if r["bits_per_weight"] is None else f"{r['bits_per_weight']:g}"] for r in c["composition"]]
+    console.print(table("components × formats", ["component", "format", "objects", "bytes", "elements",
+                                                 "bits/weight"], rows))
+    overrides = "".join(f"; {o['rule']}" for o in c["overrides"])
+    exact = ", ".join(f"{k} {v:,}" for k, v in c["exactness"].items()) or "not recorded"
+    console.print(f"recipe {c['recipe'] or 'not recorded'}{overrides}; exactness (provenance): {exact}",
+                  highlight=False, markup=False, soft_wrap=True)
+
+
 def _print_summary(s: dict) -> None:
     art = s["artifact"]
     rows = [["status", s["status"]], ["format", s["format"]], ["path", art["path"]], ["size", art["size"]],
@@ -157,6 +173,8 @@ def inspect_cmd(
         _print_summary(result)
     else:
         _print_record(result)
+        if result.get("format") == "ninfer" and result.get("status") == "complete":
+            _print_composition(path)
     if result.get("status") != "complete":
         err = result.get("error") or {}
         report_error(f"partial evidence: {err.get('message', 'incomplete')} ({err.get('code')})")

@@ -37,6 +37,13 @@ def output_write_error(path: str | Path, exc: OSError, action: str = "write") ->
     return OutputWriteError(f"cannot {action} the output file: {reason}", file=str(path), rule="output_write")
 
 
+def current_umask() -> int:
+    """The process umask (read by setting it and putting it back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def refuse_existing(path: str | Path, exists: Callable[[], Exception]) -> None:
     """Raise ``exists()`` when ``path`` names anything, a dangling link included."""
     if os.path.lexists(path):
@@ -55,6 +62,7 @@ def write_new_file(path: str | Path, data: bytes, *, exists: Callable[[], Except
         raise output_write_error(path, exc, "create") from None
     try:
         with os.fdopen(fd, "wb") as out:
+            os.fchmod(out.fileno(), 0o666 & ~current_umask())  # as open() would: mkstemp makes it 0600
             out.write(data)
             out.flush()
             os.fsync(out.fileno())

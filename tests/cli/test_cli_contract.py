@@ -5,6 +5,8 @@ overrides, ``convert recipes`` / ``formats``, one JSON contract (schema, verdict
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import pytest
 
@@ -127,3 +129,61 @@ def test_version_flag_and_help_order(capsys):
              "encode", "seal", "regress", "version"]
     at = [stdout.index(f"│ {n} ") for n in names]
     assert at == sorted(at)
+
+
+def test_check_takes_a_positional_gguf_or_hf_source(gguf, tmp_path, capsys):
+    hf = qwen35.write_hf_dir(tmp_path / "hf", qwen35.config())
+    for src in (gguf, hf):
+        rc, stdout, err = run(capsys, "check", src, "--json")
+        assert rc == 0, err
+        assert json.loads(stdout)["verdict"] == "pass"
+    rc, _, err = run(capsys, "check", gguf, "--gguf", gguf)
+    assert rc == 2 and "give the source once" in err
+
+
+def test_ternary_environment_defaults(gguf, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("NINFER_TERNARY_GGUF", str(gguf))
+    rc, stdout, _ = run(capsys, "check", "--json")
+    assert rc == 0 and json.loads(stdout)["source"] == str(gguf.resolve())
+    monkeypatch.setenv("NINFER_TERNARY_TEMPLATE", str(tmp_path / "no-tpl.ninfer"))
+    rc, _, err = run(capsys, "check")
+    assert rc == 1 and "$NINFER_TERNARY_TEMPLATE" in err and "README.md §Ternary packing" in err
+    rc, _, err = run(capsys, "gguf2ninfer", gguf, tmp_path / "t.ninfer", "--recipe", "ternary")
+    assert rc == 1 and "NINFER_TERNARY_TEMPLATE" in err and not (tmp_path / "t.ninfer").exists()
+    monkeypatch.delenv("NINFER_TERNARY_GGUF")
+    rc, _, err = run(capsys, "check")
+    assert rc == 1 and "NINFER_TERNARY_GGUF" in err
+
+
+def test_accept_quiet_silences_the_verdict_line_not_the_status(gguf, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("NINFER_ACCEPT_QUIET", "1")
+    rc, stdout, _ = run(capsys, "gguf2ninfer", gguf, tmp_path / "q.ninfer")
+    assert rc == 0 and "ACCEPT:" not in stdout and "conversion summary" in stdout
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077])
+def test_written_reports_honour_the_umask(gguf, tmp_path, capsys, mask):
+    art = tmp_path / "u.ninfer"
+    assert run(capsys, "gguf2ninfer", gguf, art, "--no-verify", "--json")[0] == 0
+    old = os.umask(mask)
+    try:
+        assert run(capsys, "validate", art, "-o", tmp_path / "v.json", "--json")[0] == 0
+        assert run(capsys, "inspect", art, "--json", "--evidence-output", tmp_path / "e.json")[0] == 0
+    finally:
+        os.umask(old)
+    for name in ("v.json", "e.json"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o666 & ~mask
+
+
+def test_inspect_ninfer_shows_components_by_format_recipe_and_exactness(gguf, tmp_path, capsys):
+    from converters.inspect.composition import composition
+
+    art = tmp_path / "c.ninfer"
+    assert run(capsys, "gguf2ninfer", gguf, art, "--no-verify", "--json", "--output-tensor-type", "bf16")[0] == 0
+    c = composition(art)
+    rows = {(r["component"], r["format"]): r for r in c["composition"]}
+    assert rows[("text", "q4_g64_fp16")]["bits_per_weight"] == 4.25 and rows[("text", "bf16")]["bits_per_weight"] == 16
+    assert c["recipe"] == "groupwise-int" and c["overrides"] == [{"rule": "--output-tensor-type bf16", "format": "bf16"}]
+    assert set(c["exactness"]) == {"bit-exact", "value-exact", "requantized"}
+    rc, stdout, _ = run(capsys, "inspect", art)
+    assert rc == 0 and "components × formats" in stdout and "--output-tensor-type bf16" in stdout

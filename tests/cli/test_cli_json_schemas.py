@@ -62,7 +62,7 @@ def test_conversion_verify_validate_repack_documents(made, tmp_path, capsys):
 
 
 def test_check_recipes_formats_version_error_documents(made, tmp_path, capsys):
-    rc, doc = run_json(capsys, "check", "--gguf", made / "m.gguf", "--json")
+    rc, doc = run_json(capsys, "check", made / "m.gguf", "--json")
     assert rc == 0 and valid(doc, "check")["verdict"] == "pass" and doc["result"] == "OK"
     assert valid(run_json(capsys, "recipes", "--json")[1], "recipes")
     assert valid(run_json(capsys, "formats", "--json")[1], "formats")

@@ -71,7 +71,7 @@ def test_require_kind_passes_unrecognised_files_only_when_asked(paths):
     ["validate", "{gguf}"],
     ["verify", "{gguf}"],
     ["repack", "{gguf}", "{tmp}/r.ninfer"],
-    ["check", "--gguf", "{hf}"],
+    ["check", "{ninfer}"],
     ["inspect", "{unknown}"],
     ["encode", "{gguf}"],
     ["seal", "{hf}"],
