@@ -9,9 +9,9 @@ Checked against the sources (via the search tool):
   ``moe_intermediate_size``, ``decoder_sparse_step``, ``mlp_only_layers``); the router
   (``Qwen3VLMoeTextTopKRouter``, ``mlp.gate.weight [E, H]``) always renormalises the top-k weights.
   transformers' weight conversion for ``qwen3_vl_moe`` merges per-expert ``mlp.experts.{e}.{gate,up,down}
-  _proj.weight`` tensors, the layout written here; the released checkpoints store the experts fused and
-  transposed (``experts.gate_up_proj [E, H, 2I]``, ``down_proj [E, I, H]``), which the converter refuses
-  (``mappings/qwen3_vl_moe.yaml`` unresolved), so this generator does not write it.
+  _proj.weight`` tensors (``expert_layout="per_expert"``); the released checkpoints store the experts fused
+  and transposed, ``experts.gate_up_proj [E, H, 2I]`` (per expert ``[gate | up]ᵀ``) and ``down_proj [E, I, H]``
+  (``expert_layout="fused"``), which the converter refuses (``mappings/qwen3_vl_moe.yaml`` unresolved).
 - llama.cpp ``conversion/qwen3vl.py`` ``Qwen3VLMoeTextModel(Qwen3MoeModel)``: GGUF arch ``qwen3vlmoe``,
   experts stacked into ``ffn_{gate,up,down}_exps`` as for Qwen3-MoE (:mod:`tinymodels.qwen3_moe`),
   ``n_deepstack_layers`` and ``rope.dimension_sections`` as for Qwen3-VL.
@@ -24,15 +24,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import gguf
 import numpy as np
 
 from tinymodels import qwen3, qwen3_moe, qwen3_vl, vision
+from tinymodels.synth import StackedSpec
 
 MODEL_NAME = "qwen3vlmoe"  # the name `python -m tinymodels` and regression cases use
-MOE = True  # takes expert_layout (HF: per_expert only) and fused_gate_up (GGUF: refused, as qwen3moe)
+MOE = True  # takes expert_layout (HF) and fused_gate_up (GGUF: refused, as for qwen3moe)
 
 ARCH = gguf.MODEL_ARCH.QWEN3VLMOE
 
@@ -47,9 +49,34 @@ def config(**overrides) -> dict:
                             "qwen3_vl_moe", "qwen3_vl_moe_text")
 
 
-def hf_tensors(cfg: Mapping, seed: int = 0) -> dict[str, np.ndarray]:
-    """HF name → float32 ground-truth values (bf16-exact), experts per expert."""
-    specs = qwen3_vl.checkpoint_specs(qwen3_moe.tensor_specs(qwen3_vl.flat_text(cfg)), cfg["vision_config"])
+@dataclass(frozen=True)
+class TransposedBank:
+    """An expert bank ``(E, N, K)`` stored as ``(E, K, N)`` (each expert's matrix transposed), with the
+    spec surface the writers use; values stay those of the per-expert parts."""
+
+    inner: StackedSpec
+
+    name = property(lambda self: self.inner.name)
+    rows = property(lambda self: self.inner.rows)
+    size = property(lambda self: self.inner.size)
+    row_size = property(lambda self: self.inner.row_size)
+    shape = property(lambda self: (self.inner.shape[0], self.inner.shape[2], self.inner.shape[1]))
+
+    def values(self, seed: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+        return np.ascontiguousarray(self.inner.values(seed, start, stop).transpose(0, 2, 1))
+
+
+def text_specs(text: Mapping, expert_layout: str) -> list:
+    """Qwen3-MoE's HF text specs; ``fused``: each layer's experts as the released transposed banks."""
+    if expert_layout not in qwen3_moe.EXPERT_LAYOUTS:
+        raise ValueError(f"expert layout {expert_layout!r} not supported; choose one of {qwen3_moe.EXPERT_LAYOUTS}")
+    specs = qwen3_moe.tensor_specs(text, expert_layout)
+    return [TransposedBank(s) if isinstance(s, StackedSpec) else s for s in specs]
+
+
+def hf_tensors(cfg: Mapping, seed: int = 0, expert_layout: str = "per_expert") -> dict[str, np.ndarray]:
+    """HF name → float32 ground-truth values (bf16-exact) in the chosen expert layout."""
+    specs = qwen3_vl.checkpoint_specs(text_specs(qwen3_vl.flat_text(cfg), expert_layout), cfg["vision_config"])
     return {s.name: s.values(seed) for s in specs}
 
 
@@ -61,11 +88,11 @@ def logical_parameters(cfg: Mapping, seed: int = 0) -> dict[str, np.ndarray]:
 
 def write_hf_dir(path: str | os.PathLike[str], cfg: Mapping | None = None, seed: int = 0, dtype: str = "bf16",
                  shards: int = 2, expert_layout: str = "per_expert", **overrides) -> Path:
-    """The HF directory (text under ``model.language_model.*`` with per-expert tensors, tower, resources)."""
-    if expert_layout != "per_expert":
-        raise ValueError("qwen3vlmoe is written per expert; the released fused transposed layout is not generated")
+    """The HF directory (text under ``model.language_model.*``, experts per expert or fused and transposed;
+    tower; resources)."""
     cfg = qwen3.resolve_config(cfg, overrides, config)
-    return qwen3_vl.write_checkpoint(path, cfg, qwen3_moe.tensor_specs(qwen3_vl.flat_text(cfg)), seed, dtype, shards)
+    return qwen3_vl.write_checkpoint(path, cfg, text_specs(qwen3_vl.flat_text(cfg), expert_layout), seed, dtype,
+                                     shards)
 
 
 def write_gguf(path: str | os.PathLike[str], cfg: Mapping | None = None, seed: int = 0, matrix_type: str = "F32",

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from converters.acceptance.gates.verify import verify
-from converters.errors import ConversionError
+from converters.acceptance.validate_ninfer import validate_ninfer
+from converters.errors import ConversionError, ConverterError
 from converters.model import architectures
 from converters.model.components import supported_by
 from converters.model.config_normalize import normalize_text_config
@@ -189,3 +190,28 @@ def test_a_tower_with_another_merger_count_is_refused(src, tmp_path):
         converted(src["gguf"], tmp_path / "x.ninfer", "exact", components=VL, inputs={"mmproj": mmproj})
     assert e.value.rule == "vision_target_mismatch"
     assert not (tmp_path / "x.ninfer").exists()
+
+
+def test_the_released_fused_transposed_moe_experts_are_refused_by_name(tmp_path):
+    fused = qwen3_vl_moe.write_hf_dir(tmp_path / "fused-hf", MOE, expert_layout="fused")
+    want = qwen3_vl_moe.hf_tensors(MOE, expert_layout="per_expert")
+    got = qwen3_vl_moe.hf_tensors(MOE, expert_layout="fused")
+    bank = "model.language_model.layers.1.mlp.experts"
+    np.testing.assert_array_equal(got[f"{bank}.gate_up_proj"][3][:, 64:], want[f"{bank}.3.up_proj.weight"].T)
+    with pytest.raises(ConverterError, match="fused and transposed") as e:
+        converted(fused, tmp_path / "x.ninfer", "exact", components=VL)
+    assert e.value.rule == "layout_unsupported"
+    assert e.value.json_path == "model.language_model.layers.0.mlp.experts.gate_up_proj"
+
+
+def test_validate_refuses_a_deepstack_wiring_outside_the_text_model(arts, tmp_path):
+    def rewire(components: dict) -> dict:
+        text = components["text"]
+        return {**components, "text": {**text, "config": {**text["config"], "deepstack_layers": [0, 9]}}}
+
+    bad = rewrite(arts["gguf", "exact"], tmp_path / "outside.ninfer", components=rewire)
+    report = validate_ninfer(bad)
+    assert report.verdict == "fail"
+    issue = next(f for f in report.findings if f.code == "NINFER_CONFIG_INVALID")
+    assert "deepstack_layers" in issue.evidence and issue.path == "$.components.text.config"
+    assert "NINFER_CONFIG_INVALID" in failing(verify(bad))[2]
