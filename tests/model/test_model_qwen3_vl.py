@@ -108,6 +108,7 @@ def test_text_and_tower_decode_to_the_generator(arts, name, recipe):
     ref = reference(name)
     with open_artifact(arts[name, recipe]) as art:
         assert validate(arts[name, recipe]) == []
+        assert validate_ninfer(arts[name, recipe]).verdict == "pass"  # gates A-F, vision parameters included
         bound = set(art.bindings)
         text = art.components["text"].config
         assert text["deepstack_layers"] == [0, 1] and art.components["vision"].config["deepstack_visual_indexes"] == [1, 2]
