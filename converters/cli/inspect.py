@@ -89,6 +89,25 @@ def _print_composition(path: Path) -> None:
                   highlight=False, markup=False, soft_wrap=True)
 
 
+def _print_interpretation(rec: dict) -> None:
+    """Beside the evidence of a GGUF whose byte lengths are unknown: the sizes under modern ggml, labelled as
+    an interpretation (:mod:`converters.inspect.modern_sizes`)."""
+    from converters.inspect.modern_sizes import interpret
+
+    it = interpret(rec)
+    if it is None:
+        return
+    rows = [[t["type"], t["type_id"], t["tensors"], f"{t['bytes']:,}"] for t in it["interpreted_types"]]
+    rows += [[u["tensor"], "", "", f"not interpreted: {u['reason']}"] for u in it["unresolved"]]
+    console.print(table(f"INTERPRETATION (not evidence): {it['label'].split(': ', 1)[1]}",
+                        ["type", "type_id", "tensors", "bytes"], rows))
+    if it["total_bytes"] is not None:
+        tiles = ("tiles the data section exactly" if it["tiles_data_section"] else
+                 f"does NOT tile the data section: {json.dumps(it['first_mismatch'])}")
+        console.print(f"interpretation: all tensors {it['total_bytes']:,} bytes; {tiles}", highlight=False,
+                      markup=False, soft_wrap=True)
+
+
 def _print_summary(s: dict) -> None:
     art = s["artifact"]
     rows = [["status", s["status"]], ["format", s["format"]], ["path", art["path"]], ["size", art["size"]],
@@ -175,6 +194,7 @@ def inspect_cmd(
         _print_record(result)
         if result.get("format") == "ninfer" and result.get("status") == "complete":
             _print_composition(path)
+        _print_interpretation(result)
     if result.get("status") != "complete":
         err = result.get("error") or {}
         report_error(f"partial evidence: {err.get('message', 'incomplete')} ({err.get('code')})")
