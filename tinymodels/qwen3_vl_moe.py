@@ -11,7 +11,7 @@ Checked against the sources (via the search tool):
   transformers' weight conversion for ``qwen3_vl_moe`` merges per-expert ``mlp.experts.{e}.{gate,up,down}
   _proj.weight`` tensors (``expert_layout="per_expert"``); the released checkpoints store the experts fused
   and transposed, ``experts.gate_up_proj [E, H, 2I]`` (per expert ``[gate | up]ᵀ``) and ``down_proj [E, I, H]``
-  (``expert_layout="fused"``), which the converter refuses (``mappings/qwen3_vl_moe.yaml`` unresolved).
+  (``expert_layout="fused"``), which the converter reads transposed (docs/qwen3-vl.md §Fused transposed experts).
 - llama.cpp ``conversion/qwen3vl.py`` ``Qwen3VLMoeTextModel(Qwen3MoeModel)``: GGUF arch ``qwen3vlmoe``,
   experts stacked into ``ffn_{gate,up,down}_exps`` as for Qwen3-MoE (:mod:`tinymodels.qwen3_moe`),
   ``n_deepstack_layers`` and ``rope.dimension_sections`` as for Qwen3-VL.

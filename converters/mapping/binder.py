@@ -33,13 +33,15 @@ class BoundSource:
     """Where a parameter's values come from: one tensor of one input and its resolved chain.
 
     ``stack``: several tensors of one shape stacked along a new leading axis (``tensor`` is the first);
-    the chain's source shape is then ``(len(stack), *shape)``."""
+    the chain's source shape is then ``(len(stack), *shape)``. ``transposed``: a rank-3 ``[E, N, K]`` tensor
+    read as ``[E, K, N]`` (:class:`converters.sources.rows.TransposedRows`), the chain's source shape."""
 
     input: str
     tensor: str
     chain: Chain
     dtype: str
     stack: tuple[str, ...] = ()
+    transposed: bool = False
 
     @property
     def tensors(self) -> tuple[str, ...]:
@@ -304,6 +306,11 @@ def _bind_source(m: Mapping, rule: ParameterRule, sr: SourceRule, name: str, sha
     source_shape = tuple(t.shape)
     if stack:
         source_shape = _stacked_shape(name, stack, src, where)
+    if sr.transpose:
+        if len(source_shape) != 3:
+            raise MappingError(f"{name}: {tname} {list(source_shape)} is read transposed, which needs rank 3",
+                               file=where, rule="transpose_shape")
+        source_shape = (source_shape[0], source_shape[2], source_shape[1])
     steps = []
     for step in sr.transforms:
         args = {a: _eval(e, local, m, ("parameters", rule.group, rule.name, step.name, a)) for a, e in step.args}
@@ -319,7 +326,7 @@ def _bind_source(m: Mapping, rule: ParameterRule, sr: SourceRule, name: str, sha
                            rule="shape_mismatch")
     for member in stack or (tname,):
         used.setdefault(member, name)
-    return BoundSource(input_name, tname, chain, t.read_type or t.dtype, stack)
+    return BoundSource(input_name, tname, chain, t.read_type or t.dtype, stack, sr.transpose)
 
 
 def _stacked_shape(name: str, stack: tuple[str, ...], src, where: str) -> tuple[int, ...]:

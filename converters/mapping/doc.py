@@ -36,6 +36,7 @@ def _source(rule: SourceRule | None) -> str:
             args = ", ".join(f"{k}={v}" for k, v in s.args)
             steps.append(f"{s.name}({args})")
         read = " + ".join(f"`{t}`" for t in choice.stack) + " stacked" if choice.stack else f"`{choice.tensor}`"
+        read += " transposed" if choice.transpose else ""
         out.append(read + "".join(f" → `{x}`" for x in steps))
     return " <br>or ".join(out)
 

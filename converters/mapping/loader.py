@@ -382,7 +382,8 @@ class _Loader:
         if isinstance(value, str):
             return SourceRule(self.template(value, path, placeholders, names), (), self.doc.line(path))
         stacked = isinstance(value, dict) and "stack" in value
-        spec = self.fields(value, path, {"tensor": not stacked, "stack": False, "transforms": False}, "a source rule")
+        spec = self.fields(value, path, {"tensor": not stacked, "stack": False, "transforms": False,
+                                         "transpose": False}, "a source rule")
         if stacked and "tensor" in spec:
             raise self.fail(path, "a source rule has tensor or stack, not both")
         steps = []
@@ -391,9 +392,12 @@ class _Loader:
             raise self.fail((*path, "transforms"), "transforms must be a list")
         for i, step in enumerate(ts):
             steps.append(self.load_step(step, (*path, "transforms", i), names))
+        transpose = spec.get("transpose", False)
+        if not isinstance(transpose, bool) or (transpose and stacked):
+            raise self.fail((*path, "transpose"), "transpose is true or false, and not with stack")
         if not stacked:
             return SourceRule(self.template(spec["tensor"], (*path, "tensor"), placeholders, names), tuple(steps),
-                              self.doc.line(path))
+                              self.doc.line(path), transpose=transpose)
         members = spec["stack"]
         if not isinstance(members, list) or len(members) < 2:
             raise self.fail((*path, "stack"), "stack is a list of at least two tensor names")

@@ -26,7 +26,9 @@ top-level keys (the original ternary packer's MAPPING concepts, docs/ternary.md 
                   on), optional ``input`` (the use's input, container §8), per source kind (``gguf``,
                   ``hf``) a tensor name, ``{tensor, transforms}`` or ``{stack: [t0, t1 …], transforms}``
                   (tensors of one shape stacked along a new leading axis before the transforms: a
-                  Conv3d split in time by its converter) — or a list of those: alternatives,
+                  Conv3d split in time by its converter), ``{tensor, transpose: true, transforms}`` (a
+                  rank-3 ``[E, N, K]`` read as ``[E, K, N]``: experts saved transposed) — or a list of
+                  those: alternatives,
                   the first whose tensor the source has is bound (one checkpoint format written two
                   ways by different converter versions) —, optional ``tied_to``
                   (``{parameter, when}``: bind another parameter's object — always, or when the boolean
@@ -90,6 +92,7 @@ class SourceRule:
     line: int
     alternatives: tuple[SourceRule, ...] = ()
     stack: tuple[str, ...] = ()  # tensors stacked along a new leading axis (``tensor`` is the first)
+    transpose: bool = False  # a rank-3 ``[E, N, K]`` tensor read as ``[E, K, N]`` (converters.sources.rows)
 
     def choices(self) -> tuple[SourceRule, ...]:
         return (self, *self.alternatives)

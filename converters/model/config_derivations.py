@@ -522,15 +522,6 @@ def _hf_first_layers(ctx: RuleContext, args: Mapping, field: FieldRule) -> list[
     return list(range(len(listed)))
 
 
-def _tensor_absent(ctx: RuleContext, args: Mapping, field: FieldRule) -> bool:
-    """True; a source tensor named ``tensor`` (``{l}``: any layer) is an error naming it and saying ``why``."""
-    for layer in range(ctx.fields.get("num_hidden_layers", 0)):
-        name = args["tensor"].format(l=layer)
-        if name in ctx.tensors:
-            raise ctx.error(f"layer {layer}: {args['why']}", key=name, rule="layout_unsupported")
-    return True
-
-
 #: name -> (function, required args). The rules loader rejects any other name or a missing arg.
 DERIVATIONS: dict[str, tuple[Callable, frozenset[str]]] = {
     "ratio": (_ratio, frozenset({"numerator", "denominator"})),
@@ -559,5 +550,4 @@ DERIVATIONS: dict[str, tuple[Callable, frozenset[str]]] = {
     "no_true_entries": (_no_true_entries, frozenset({"key"})),
     "gguf_first_layers": (_gguf_first_layers, frozenset({"count_key"})),
     "hf_first_layers": (_hf_first_layers, frozenset({"section", "list_key"})),
-    "tensor_absent": (_tensor_absent, frozenset({"tensor", "why"})),
 }

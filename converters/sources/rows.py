@@ -164,9 +164,53 @@ class StackedRows:
         return self._gather(ids, lambda m, local: m.floats(local))
 
 
-def open_rows(sources, bound) -> TensorRows | StackedRows:
-    """Row access to a :class:`~converters.mapping.BoundSource`: its tensor, or its stacked tensors."""
+class TransposedRows:
+    """Row access to a rank-3 tensor ``[E, N, K]`` read as ``[E, K, N]``, each entry's matrix transposed (a
+    mapping's ``transpose: true`` source: the fused experts Qwen3-VL-MoE saves, docs/qwen3-vl.md §Limits):
+    row ``e·K + j`` is column ``j`` of source rows ``[e·N, (e+1)·N)``. Element-addressed (plain) storage
+    only; each read maps the entries it touches. Same interface as :class:`TensorRows`."""
+
+    def __init__(self, inner: TensorRows) -> None:
+        t, s = inner.tensor, inner.storage
+        if not s.plain or s.row_bytes is None or len(t.shape) != 3:
+            raise SourceError(f"{t.name}: only a rank-3 tensor of plain elements can be read transposed "
+                              f"(shape {list(t.shape)}, {s.ggml_type or s.dtype})", file=str(t.file),
+                              json_path=t.name, rule="transpose_supported")
+        self.inner, self.tensor = inner, t
+        self.entries, self.n, self.k = (int(d) for d in t.shape)
+        self.storage = dataclasses.replace(s, rows=self.entries * self.k, cols=self.n,
+                                           row_bytes=self.n * s.block_bytes)
+
+    def _gather(self, ids: slice | np.ndarray, read) -> np.ndarray:
+        rows = (np.arange(*ids.indices(self.storage.rows), dtype=np.int64) if isinstance(ids, slice)
+                else np.asarray(ids, dtype=np.int64))
+        entry, col = np.divmod(rows, self.k)
+        parts = []
+        for e in np.unique(entry):
+            block = read(slice(int(e) * self.n, (int(e) + 1) * self.n))  # [N, K] values or [N, K·bytes]
+            picked = np.asarray(block).reshape(self.n, self.k, -1)[:, col[entry == e]]
+            parts.append((entry == e, picked.transpose(1, 0, 2).reshape(-1, self.n * picked.shape[2])))
+        width = parts[0][1].shape[1] if parts else self.storage.row_bytes
+        out = np.empty((len(rows), width), dtype=parts[0][1].dtype if parts else np.uint8)
+        for where, block in parts:
+            out[where] = block
+        return out
+
+    def raw(self, ids: slice | np.ndarray) -> np.ndarray:
+        """Raw bytes of the selected rows, ``[n, row_bytes]`` (a copy)."""
+        return self._gather(ids, self.inner.raw)
+
+    def floats(self, ids: slice | np.ndarray) -> np.ndarray:
+        """float32 values of the selected rows, ``[n, cols]``."""
+        return self._gather(ids, self.inner.floats)
+
+
+def open_rows(sources, bound) -> TensorRows | StackedRows | TransposedRows:
+    """Row access to a :class:`~converters.mapping.BoundSource`: its tensor (transposed when the mapping says
+    so), or its stacked tensors."""
     source = sources[bound.input]
     if getattr(bound, "stack", ()):
         return StackedRows([TensorRows(source, name) for name in bound.stack])
+    if getattr(bound, "transposed", False):
+        return TransposedRows(TensorRows(source, bound.tensor))
     return TensorRows(source, bound.tensor)

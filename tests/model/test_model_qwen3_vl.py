@@ -1,6 +1,7 @@
 """Qwen3-VL as a whole model (docs/qwen3-vl.md): its text (``qwen3_vl``, ``qwen3_vl_moe``: Qwen3 under
 ``model.language_model.*``, interleaved mRoPE, the deepstack wiring ``deepstack_layers``) and its vision tower
-with deepstack mergers, from an HF ``Qwen3VL(Moe)ForConditionalGeneration`` directory and from a text GGUF
+with deepstack mergers, from an HF ``Qwen3VL(Moe)ForConditionalGeneration`` directory (MoE experts per
+expert or fused and transposed, as released) and from a text GGUF
 (``qwen3vl`` / ``qwen3vlmoe``) plus its mmproj. Conversions decode to the generator's values, ``verify
 --sweep`` passes every gate, and a swapped deepstack merger or a text layer wired to the wrong merger fails
 verify."""
@@ -12,7 +13,7 @@ import pytest
 
 from converters.acceptance.gates.verify import verify
 from converters.acceptance.validate_ninfer import validate_ninfer
-from converters.errors import ConversionError, ConverterError
+from converters.errors import ConversionError
 from converters.model import architectures
 from converters.model.components import supported_by
 from converters.model.config_normalize import normalize_text_config
@@ -23,7 +24,7 @@ from tests.support.gates import converted, rewrite
 from tinymodels import qwen3_vl, qwen3_vl_moe, vision
 
 CFG = qwen3_vl.config()
-MOE = qwen3_vl_moe.config()
+MOE = qwen3_vl_moe.config(moe_intermediate_size=48)  # 2I != H: a missed transpose cannot fit
 VL = ["text", "vision"]
 
 
@@ -34,6 +35,7 @@ def src(tmp_path_factory):
             "gguf": qwen3_vl.write_gguf(d / "vl.gguf", CFG, seed=3),
             "mmproj": qwen3_vl.write_mmproj(d / "vl-mmproj.gguf", CFG, seed=3),
             "moe_hf": qwen3_vl_moe.write_hf_dir(d / "vlm-hf", MOE, seed=4),
+            "moe_fused": qwen3_vl_moe.write_hf_dir(d / "vlm-fused", MOE, seed=4, expert_layout="fused"),
             "moe_gguf": qwen3_vl_moe.write_gguf(d / "vlm.gguf", MOE, seed=4),
             "moe_mmproj": qwen3_vl_moe.write_mmproj(d / "vlm-mmproj.gguf", MOE, seed=4)}
 
@@ -48,7 +50,7 @@ def arts(src, tmp_path_factory):
     d = tmp_path_factory.mktemp("qwen3vl-arts")
     return {(name, recipe): converted(src[name], d / f"{name}-{recipe}.ninfer", recipe, components=VL,
                                       inputs=inputs(src, name))
-            for name in ("hf", "gguf", "moe_hf", "moe_gguf") for recipe in ("exact", "groupwise-int")}
+            for name in ("hf", "gguf", "moe_hf", "moe_fused", "moe_gguf") for recipe in ("exact", "groupwise-int")}
 
 
 def reference(name: str) -> dict[str, np.ndarray]:
@@ -84,7 +86,7 @@ def test_config_rules_read_mrope_and_the_deepstack_wiring(src, name):
                   "vocab_size"):
         assert got[field] == text[field], field
     if name.startswith("moe"):
-        assert (got["num_experts"], got["num_experts_per_tok"], got["moe_intermediate_size"]) == (8, 2, 64)
+        assert (got["num_experts"], got["num_experts_per_tok"], got["moe_intermediate_size"]) == (8, 2, 48)
 
 
 def test_a_checkpoint_without_a_tower_has_no_deepstack_layers_and_bad_wiring_is_refused(tmp_path):
@@ -103,7 +105,7 @@ def test_a_checkpoint_without_a_tower_has_no_deepstack_layers_and_bad_wiring_is_
 # --- conversions -------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("recipe", ["exact", "groupwise-int"])
-@pytest.mark.parametrize("name", ["hf", "gguf", "moe_hf", "moe_gguf"])
+@pytest.mark.parametrize("name", ["hf", "gguf", "moe_hf", "moe_fused", "moe_gguf"])
 def test_text_and_tower_decode_to_the_generator(arts, name, recipe):
     ref = reference(name)
     with open_artifact(arts[name, recipe]) as art:
@@ -125,7 +127,7 @@ def test_text_and_tower_decode_to_the_generator(arts, name, recipe):
                 assert cos > 0.99, pname
 
 
-@pytest.mark.parametrize("name", ["hf", "gguf", "moe_hf", "moe_gguf"])
+@pytest.mark.parametrize("name", ["hf", "gguf", "moe_hf", "moe_fused", "moe_gguf"])
 def test_verify_sweep_passes_every_gate_golden_forward_included(src, arts, name):
     for recipe in ("exact", "groupwise-int"):
         r = verify(arts[name, recipe], src[name], inputs=inputs(src, name), sweep=True)
@@ -138,6 +140,15 @@ def test_the_other_recipes_convert_and_verify(src, tmp_path, recipe):
     out = converted(src["gguf"], tmp_path / f"{recipe}.ninfer", recipe, components=VL, inputs=inputs(src, "gguf"))
     r = verify(out, src["gguf"], inputs=inputs(src, "gguf"))
     assert [g.status for g in r.gates] == ["pass"] * 7, [(g.number, [i.code for i in g.issues]) for g in r.gates]
+
+
+def test_the_released_fused_transposed_experts_are_read_transposed():
+    per_expert = qwen3_vl_moe.hf_tensors(MOE, 4, expert_layout="per_expert")
+    fused = qwen3_vl_moe.hf_tensors(MOE, 4, expert_layout="fused")
+    bank = "model.language_model.layers.1.mlp.experts"
+    assert fused[f"{bank}.gate_up_proj"].shape == (8, 128, 2 * 48) and fused[f"{bank}.down_proj"].shape == (8, 48, 128)
+    np.testing.assert_array_equal(fused[f"{bank}.gate_up_proj"][3][:, 48:], per_expert[f"{bank}.3.up_proj.weight"].T)
+    np.testing.assert_array_equal(fused[f"{bank}.down_proj"][5], per_expert[f"{bank}.5.down_proj.weight"].T)
 
 
 def test_text_only_conversion_skips_the_tower(src, tmp_path):
@@ -191,18 +202,6 @@ def test_a_tower_with_another_merger_count_is_refused(src, tmp_path):
         converted(src["gguf"], tmp_path / "x.ninfer", "exact", components=VL, inputs={"mmproj": mmproj})
     assert e.value.rule == "vision_target_mismatch"
     assert not (tmp_path / "x.ninfer").exists()
-
-
-def test_the_released_fused_transposed_moe_experts_are_refused_by_name(tmp_path):
-    fused = qwen3_vl_moe.write_hf_dir(tmp_path / "fused-hf", MOE, expert_layout="fused")
-    want = qwen3_vl_moe.hf_tensors(MOE, expert_layout="per_expert")
-    got = qwen3_vl_moe.hf_tensors(MOE, expert_layout="fused")
-    bank = "model.language_model.layers.1.mlp.experts"
-    np.testing.assert_array_equal(got[f"{bank}.gate_up_proj"][3][:, 64:], want[f"{bank}.3.up_proj.weight"].T)
-    with pytest.raises(ConverterError, match="fused and transposed") as e:
-        converted(fused, tmp_path / "x.ninfer", "exact", components=VL)
-    assert e.value.rule == "layout_unsupported"
-    assert e.value.json_path == "model.language_model.layers.0.mlp.experts.gate_up_proj"
 
 
 def test_validate_refuses_a_deepstack_wiring_outside_the_text_model(arts, tmp_path):
