@@ -7,6 +7,8 @@
    ≤ 1.5 GiB; the file is several times larger, so memory must not follow the model size).
 2. ``groupwise-int`` from a bf16 HF directory (1 GiB × ``scale`` of weights): requantization throughput
    (decode, transform, q4/q5/q8 encode, measured error) in source bytes per second, and its ratio to ``cp``.
+3. passthrough only: the same directory with ``exact`` (BF16 → ``bf16``, every byte copied unchanged, in
+   the kernel) against ``cp -r`` of the directory + ``sync``: target ≥ 0.9× (docs/io-speed.md §Benchmarks).
 
 Each conversion runs in a child process so its peak RSS (``wait4`` rusage) is its own.
 """
@@ -25,6 +27,7 @@ from pathlib import Path
 GIB = 1 << 30
 RSS_TARGET = 1.5 * GIB
 RATIO_TARGET = 0.6
+PASSTHROUGH_TARGET = 0.9
 
 # Qwen3.5-shaped dims: hidden 2048, 16 key / 32 value heads of 128, full attention every 4th layer.
 DIMS = dict(hidden_size=2048, intermediate_size=6144, vocab_size=32768, num_attention_heads=16,
@@ -122,8 +125,36 @@ def run(workdir: Path, scale: float = 1.0) -> list[dict]:
                                "ratio_to_cp": round(cp_s / conv_s, 3), "peak_rss_bytes": rss,
                                "exactness": res["summary"]["exactness"],
                                "worst_cosine": res["summary"].get("worst_cosine")}})
+    # 3. passthrough only: the same bf16 directory with ``exact`` (every object's bytes copied unchanged)
+    results.append(_passthrough(workdir, hf, hf_size, workers))
     shutil.rmtree(hf)
     return results
+
+
+def _passthrough(workdir: Path, hf: Path, hf_size: int, workers: str, repeats: int = 2) -> dict:
+    """``exact`` from a bf16 directory (BF16 → bf16: every byte copied in the kernel, docs/io-speed.md
+    §Unchanged bytes) against ``cp -r`` of the directory + ``sync``; best of ``repeats`` interleaved."""
+    copy, out = workdir / "copy-hf", workdir / "passthrough.ninfer"
+    cp_runs, conv_runs, summary = [], [], {}
+    for _ in range(repeats):
+        os.sync()
+        started = time.perf_counter()
+        subprocess.run(["cp", "-r", str(hf), str(copy)], check=True)
+        os.sync()
+        cp_runs.append(time.perf_counter() - started)
+        shutil.rmtree(copy)
+        os.sync()
+        res, _, _ = _child([str(hf), str(out), "exact", workers])
+        conv_runs.append(res["seconds"])
+        summary = res["summary"]
+        out.unlink()
+    cp_s, conv_s = min(cp_runs), min(conv_runs)
+    ratio = cp_s / conv_s
+    return {"name": "passthrough-only conversion (bf16 HF → exact) throughput vs cp", "value": round(ratio, 3),
+            "unit": "× cp", "target": f">= {PASSTHROUGH_TARGET}", "met": ratio >= PASSTHROUGH_TARGET,
+            "detail": {"source_bytes": hf_size, "cp_seconds": round(cp_s, 3), "convert_seconds": round(conv_s, 3),
+                       "cp_MBps": round(hf_size / cp_s / 1e6, 1), "convert_MBps": round(hf_size / conv_s / 1e6, 1),
+                       "exactness": summary.get("exactness"), "repeats": repeats, "workers": int(workers)}}
 
 
 if __name__ == "__main__":  # python -m bench.convert [scale]

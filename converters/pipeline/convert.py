@@ -53,6 +53,7 @@ from converters.sources.kind import wrong_kind
 from converters.sources.ternary import prove_objects
 from ninfer_core import ArtifactWriter, open_artifact
 from ninfer_core.container.filecopy import FileRange
+from ninfer_core.container.object_data import Placed
 from ninfer_core.errors import ArtifactExistsError
 
 log = logging.getLogger(__name__)
@@ -474,12 +475,13 @@ def _write(model: Model, plan: Plan, objects: list, producer: Producer, result: 
                 yield cache.pop(o.id)
             elif isinstance(o, BorrowedObject):
                 yield from borrowed_chunks(o)
-            else:  # unchanged source bytes come as file ranges, copied in the kernel (docs/io-speed.md)
-                yield from producer.stream(o, file_ranges=True)
+            else:  # unchanged bytes as file ranges (copied in the kernel), banks placed in one pass (docs/io-speed.md)
+                yield from producer.stream(o, file_ranges=True, placed=not artifact_id_from_content)
 
         def one(o) -> None:
             for chunk in data(o):
-                n = len(chunk) if isinstance(chunk, bytes | FileRange) else memoryview(chunk).nbytes
+                inner = chunk.data if isinstance(chunk, Placed) else chunk
+                n = len(inner) if isinstance(inner, bytes | FileRange) else memoryview(inner).nbytes
                 if progress is not None:
                     progress(o.id, n)
                 yield chunk

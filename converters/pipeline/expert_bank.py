@@ -28,6 +28,11 @@ that fit :data:`TAIL_BUDGET`; planes beyond it get their own pass (the experts a
 sources are memory-mapped per row block, so a pass costs a re-read, not memory). Peak memory is one
 expert's row block (``produce.CHUNK_BYTES``; an nvfp4 expert is encoded whole) plus the budget, flat in
 the bank's size.
+
+The in-process writer takes chunks at any position of an object, so a conversion written there uses
+:func:`place_bank` instead: one pass, each row block's plane parts written at their offsets as they are
+made, nothing held. The staged writer (scale-out) and a content-derived ID hash an object's bytes in
+order, so they keep the plane-major stream.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import numpy as np
 from converters.errors import ConversionError
 from converters.mapping.recipes import EXACT
 from ninfer_core import codecs
+from ninfer_core.container.object_data import Placed
 
 #: later-plane bytes of one bank held in memory during a pass (the rest gets further passes): the scale
 #: planes of real banks (Qwen3-235B: 0.8 G elements, 50 MB of q8 or nvfp4 scales) fit, so one pass
@@ -141,6 +147,22 @@ def stream_bank(blocks: Callable[[object], Iterator], obj, stats, fresh_stats: C
             yield buffers.pop(j)
             cursor = planes[j].offset + planes[j].size
         first = (held[-1] if held else first) + 1
+
+
+def place_bank(blocks: Callable[[object], Iterator], obj, stats) -> Iterator[Placed]:
+    """The bytes of bank ``obj`` in one pass over its experts, for a writer that takes chunks at any position
+    (the in-process writer, docs/io-speed.md §Write path): every plane part of every row block is placed at
+    its offset as soon as it is made, so nothing is held and no plane needs a pass of its own."""
+    planes = codecs.planes(obj.format, obj.layout, obj.shape, obj.divisors)
+    cursor = 0
+    for p in planes:  # the zero bytes between planes
+        if p.offset > cursor:
+            yield Placed(cursor, np.zeros(p.offset - cursor, dtype=np.uint8))
+        cursor = p.offset + p.size
+    every = list(range(len(planes)))
+    for block in blocks(stats):
+        for _, (part, off) in _plane_parts(obj, block, every):
+            yield Placed(off, part)
 
 
 def _plane_parts(obj, block, wanted: list[int]) -> Iterator[tuple[int, tuple[np.ndarray, int]]]:

@@ -28,7 +28,7 @@ import numpy as np
 
 from converters.errors import ConversionError
 from converters.mapping import transforms as T
-from converters.pipeline.expert_bank import stream_bank
+from converters.pipeline.expert_bank import place_bank, stream_bank
 from converters.pipeline.plan import block_permutation
 from converters.pipeline.planned import Piece, PlannedLiteral, PlannedResource, PlannedTensor
 from converters.pipeline.unchanged import unchanged_ranges
@@ -36,6 +36,7 @@ from converters.sources.hadamard import INVERSE, read_rotation
 from converters.sources.rows import TensorRows, open_rows
 from ninfer_core import codecs
 from ninfer_core.container.filecopy import FileRange
+from ninfer_core.container.object_data import Placed
 
 #: float32 bytes of one row block (encoders make a few temporaries of this size).
 CHUNK_BYTES = 16 * 1024 * 1024
@@ -143,11 +144,12 @@ class Producer:
 
     # -- whole objects -------------------------------------------------------------------------------
 
-    def stream(self, obj, stats: ErrorStats | None = None, *,
-               file_ranges: bool = False) -> Iterator[bytes | np.ndarray | memoryview | FileRange]:
+    def stream(self, obj, stats: ErrorStats | None = None, *, file_ranges: bool = False,
+               placed: bool = False) -> Iterator[bytes | np.ndarray | memoryview | FileRange | Placed]:
         """The object's bytes in payload order (for ``ArtifactWriter.write_object``). ``file_ranges``: bytes
         stored exactly as a source file holds them come as :class:`FileRange` chunks, which the in-process
-        writer copies in the kernel (:mod:`converters.pipeline.unchanged`)."""
+        writer copies in the kernel (:mod:`converters.pipeline.unchanged`). ``placed``: an expert bank comes
+        in one pass as :class:`Placed` chunks (:func:`~converters.pipeline.expert_bank.place_bank`)."""
         if isinstance(obj, PlannedResource):
             yield obj.data
             return
@@ -156,7 +158,10 @@ class Producer:
             return
         stats = stats if stats is not None else ErrorStats()
         if obj.bank_rows:  # expert banks are written plane-major, memory flat in the bank's size
-            yield from stream_bank(lambda s: self.blocks(obj, s), obj, stats, ErrorStats)
+            if placed:
+                yield from place_bank(lambda s: self.blocks(obj, s), obj, stats)
+            else:
+                yield from stream_bank(lambda s: self.blocks(obj, s), obj, stats, ErrorStats)
             return
         yield from self._stream_tensor(obj, stats, file_ranges)
 
@@ -301,7 +306,7 @@ class Producer:
         inner = axis0_rows(obj.shape)
         shape = ((b - a) // inner, *obj.shape[1:])
         data = codecs.transcode_ggml(pc.source_type, np.ascontiguousarray(raw), shape, obj.format,
-                                     tensor=pc.source.tensor)
+                                     tensor=pc.source.tensor, as_array=True)
         if pc.column_groups is not None:
             data = permute_column_groups(obj.format, shape, data, block_permutation(chain.columns, pc.column_groups))
         return Block((pc.row_start + a) // inner, (pc.row_start + b) // inner, data, shape)
@@ -332,7 +337,7 @@ def axis0_rows(shape: tuple[int, ...]) -> int:
     return int(np.prod(shape[1:-1])) if len(shape) > 2 else 1
 
 
-def permute_column_groups(fmt: str, shape: tuple[int, int], data: bytes, order: np.ndarray) -> bytes:
+def permute_column_groups(fmt: str, shape: tuple[int, int], data: bytes | np.ndarray, order: np.ndarray) -> bytes:
     """Move whole column groups of a ``row_split_k128_v1`` object: output group ``j`` of every row is input
     group ``order[j]`` — its codes in every code plane and its multiplier (storage-layouts §1: each plane
     is row-major with a fixed number of bytes per group). Padding groups stay where they are."""

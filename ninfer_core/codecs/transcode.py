@@ -192,10 +192,10 @@ for _t in GGUF_PY_TYPES:
     TRANSCODES[(_t.name, f"gguf_{_t.name.lower()}")] = Transcode(_copy_rows("blocks"), "bit_exact")
 
 
-def run_transcode(path: Transcode, target: str, src: np.ndarray, geom: Geometry, where: str | None) -> bytes:
-    """Fill a zeroed object of ``target`` from ``src`` blocks ``(N, K/B, T)``."""
+def run_transcode(path: Transcode, target: str, src: np.ndarray, geom: Geometry, where: str | None) -> np.ndarray:
+    """Fill a zeroed object of ``target`` from ``src`` blocks ``(N, K/B, T)``; its bytes as a uint8 array."""
     codec = FORMATS[target]
     buf = np.zeros(geom.nbytes, dtype=np.uint8)
     views = codec.plane_views(geom, buf)
     run_row_blocks(geom.n_rows, codec.block_rows(geom), lambda r0, r1: path.run(src, geom, views, r0, r1, where))
-    return buf.tobytes()
+    return buf

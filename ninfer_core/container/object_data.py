@@ -11,6 +11,7 @@ in-process writer (:mod:`ninfer_core.container.writer`) and the staged one
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,16 @@ from ninfer_core.container.filecopy import FileRange
 from ninfer_core.errors import WriterError
 
 ObjectData = Any  # bytes-like | np.ndarray | Iterable[bytes-like] | Callable[[], bytes-like | Iterable]
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A chunk written at byte ``offset`` of its object instead of after the previous chunk (the in-process
+    writer only): the planes of an expert bank written as each row block is made. Every byte of the object
+    must still be written exactly once (docs/io-speed.md §Write path)."""
+
+    offset: int
+    data: Any
 
 
 def object_chunks(data: ObjectData, object_id: str) -> Iterable:

@@ -55,7 +55,7 @@ from typing import Any
 from ninfer_core.container.contentid import content_artifact_id
 from ninfer_core.container.filecopy import FileRange
 from ninfer_core.container.fileset import FileSetWriter, check_targets_free
-from ninfer_core.container.object_data import ObjectData, byte_view, object_chunks
+from ninfer_core.container.object_data import ObjectData, Placed, byte_view, object_chunks
 from ninfer_core.container.planned_directory import check_written_directory, replaced_provenance
 from ninfer_core.container.planner import FilePlan, place, plan_files
 from ninfer_core.container.records import RAW_BYTES, Binding, Component, ResourceObject, TensorObject, Use
@@ -287,22 +287,17 @@ class ArtifactWriter:
             self._status[object_id] = "writing"
         digest = hashlib.sha256() if self.from_content else None
         try:
-            written = 0
+            written, placed = 0, []
             for chunk in object_chunks(data, object_id):
-                if isinstance(chunk, FileRange) and digest is None:  # unchanged bytes: copied in the kernel
-                    self._check_room(object_id, rec, written, chunk.length)
-                    self._files.copy_at(rec.offset + written, chunk)
-                    written += chunk.length
-                    continue
-                for view in chunk.chunks() if isinstance(chunk, FileRange) else (byte_view(chunk, object_id),):
-                    self._check_room(object_id, rec, written, len(view))
-                    self._files.write_at(rec.offset + written, memoryview(view))
+                if isinstance(chunk, Placed):  # bytes at a position of their own (docs/io-speed.md §Write path)
                     if digest is not None:
-                        digest.update(view)
-                    written += len(view)
-            if written != rec.bytes:
-                raise WriterError(f"object {object_id!r} got {written} of its {rec.bytes} declared bytes",
-                                  file=str(self.path), section="§11.4", rule="object_length")
+                        raise WriterError(f"object {object_id!r}: placed chunks cannot be hashed in order for a "
+                                          "content-derived ID", file=str(self.path), section="§11.4",
+                                          rule="object_data")
+                    placed.append((chunk.offset, self._put(object_id, rec, chunk.offset, chunk.data, None)))
+                else:
+                    written += self._put(object_id, rec, written, chunk, digest)
+            self._check_coverage(object_id, rec, written, placed)
         except BaseException:
             with self._lock:
                 self._status[object_id] = "pending"
@@ -312,9 +307,39 @@ class ArtifactWriter:
             if digest is not None:
                 self._digests[object_id] = digest.digest()
 
+    def _put(self, object_id: str, rec: TensorObject | ResourceObject, at: int, chunk, digest) -> int:
+        """Write one chunk at byte ``at`` of the object; returns its length. A :class:`FileRange` is copied in
+        the kernel unless its bytes must be hashed."""
+        if isinstance(chunk, FileRange) and digest is None:  # unchanged bytes: copied in the kernel
+            self._check_room(object_id, rec, at, chunk.length)
+            self._files.copy_at(rec.offset + at, chunk)
+            return chunk.length
+        n = 0
+        for view in chunk.chunks() if isinstance(chunk, FileRange) else (byte_view(chunk, object_id),):
+            self._check_room(object_id, rec, at + n, len(view))
+            self._files.write_at(rec.offset + at + n, memoryview(view))
+            if digest is not None:
+                digest.update(view)
+            n += len(view)
+        return n
+
     def _check_room(self, object_id: str, rec: TensorObject | ResourceObject, written: int, more: int) -> None:
-        if written + more > rec.bytes:
+        if written < 0 or written + more > rec.bytes:
             raise WriterError(f"object {object_id!r} got more than its {rec.bytes} declared bytes",
+                              file=str(self.path), section="§11.4", rule="object_length")
+
+    def _check_coverage(self, object_id: str, rec: TensorObject | ResourceObject, written: int,
+                        placed: list[tuple[int, int]]) -> None:
+        """Every byte of the object written exactly once: the in-order chunks from 0, placed chunks anywhere."""
+        end = written
+        for start, n in sorted(placed):
+            if start != end:
+                what = "overlap" if start < end else "leave a gap"
+                raise WriterError(f"object {object_id!r}: its chunks {what} at byte {min(start, end)}",
+                                  file=str(self.path), section="§11.4", rule="object_length")
+            end = start + n
+        if end != rec.bytes:
+            raise WriterError(f"object {object_id!r} got {end} of its {rec.bytes} declared bytes",
                               file=str(self.path), section="§11.4", rule="object_length")
 
     # ---- finishing ---------------------------------------------------------------------------------
