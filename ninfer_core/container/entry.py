@@ -22,6 +22,20 @@ from ninfer_core.container.schema import DirectoryParser
 from ninfer_core.errors import FramingError, ReadError
 
 MAX_JSON_BYTES = 1 << 30  # reader limit on the directory text (implementation choice, far above real models)
+# The parsed directory costs far more than its text: up to ~140 bytes of Python objects per JSON value
+# (measured: an object member, its key string and the dict slot), so the text alone does not bound memory.
+# Before parsing, the reader estimates the cost from the structural characters (each `,` `:` `[` `{` may
+# start a value) and the text length, and refuses a directory whose estimate exceeds the budget, so the
+# worst accepted directory stays within 512 MiB of RSS with the rest of a validation (bench: container).
+DIRECTORY_VALUE_COST = 160  # bytes per structural character (worst case measured: 133)
+DIRECTORY_TEXT_COST = 4  # bytes per text byte: the raw text, its decoded str, string values
+DIRECTORY_MEMORY_BUDGET = 384 << 20
+
+
+def directory_memory_estimate(text: bytes | bytearray) -> int:
+    """An upper estimate of the memory the parsed directory ``text`` takes (see the constants above)."""
+    structural = text.count(b",") + text.count(b":") + text.count(b"[") + text.count(b"{")
+    return DIRECTORY_VALUE_COST * structural + DIRECTORY_TEXT_COST * len(text)
 
 
 @dataclass
@@ -82,7 +96,14 @@ def load_entry(path: str | os.PathLike) -> LoadedEntry:
                                file=name, section="§3.1", rule="json_bytes_range")
         text = bytearray(header.json_bytes)
         pread_exact(fd, memoryview(text), HEADER_BYTES, file=name)
-        root = jsontext.decode(bytes(text), file=name)
+        estimate = directory_memory_estimate(text)
+        if estimate > DIRECTORY_MEMORY_BUDGET:
+            raise FramingError(f"the {header.json_bytes}-byte directory would take an estimated "
+                               f"{estimate >> 20} MiB once parsed, above this reader's "
+                               f"{DIRECTORY_MEMORY_BUDGET >> 20} MiB budget for the directory", file=name,
+                               section="§3.1", rule="json_too_large")
+        root = jsontext.decode(text, file=name)
+        del text
         problems = Problems(name)
         parser = DirectoryParser(problems, entry_payload_start=header.payload_start, entry_name=path.name,
                                  entry_dir=path.parent)

@@ -47,7 +47,7 @@ def member_path(base: str, key: str) -> str:
     return f"{base}[{json.dumps(key, ensure_ascii=False)}]"
 
 
-def decode(raw: bytes, *, file: str | None = None) -> Any:
+def decode(raw: bytes | bytearray, *, file: str | None = None) -> Any:
     """Decode the directory text (UTF-8, standard JSON, trailing whitespace allowed)."""
     try:
         text = raw.decode("utf-8")
@@ -68,8 +68,27 @@ def decode(raw: bytes, *, file: str | None = None) -> Any:
     raise SchemaError(message, file=file, json_path="$", section="§1", rule="json_syntax")
 
 
+def _has_duplicates(value: Any) -> bool:
+    """Whether any object in ``value`` saw a member name twice (a walk over containers only, no paths)."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if getattr(node, "duplicates", ()):
+                return True
+            stack.extend(v for v in node.values() if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend(v for v in node if isinstance(v, (dict, list)))
+    return False
+
+
 def duplicate_members(value: Any) -> list[tuple[str, str]]:
-    """Every ``(json_path, member_name)`` that occurs twice in one object, anywhere in ``value``."""
+    """Every ``(json_path, member_name)`` that occurs twice in one object, anywhere in ``value``.
+
+    JSON paths are built only when some object has a duplicate (building one per value of a large
+    directory would cost several times the directory's own memory)."""
+    if not _has_duplicates(value):
+        return []
     found: list[tuple[str, str]] = []
     stack: list[tuple[str, Any]] = [("$", value)]
     while stack:
@@ -77,9 +96,10 @@ def duplicate_members(value: Any) -> list[tuple[str, str]]:
         if isinstance(node, dict):
             for name in getattr(node, "duplicates", ()):
                 found.append((path, name))
-            stack.extend((member_path(path, k), v) for k, v in reversed(list(node.items())))
+            stack.extend((member_path(path, k), v) for k, v in reversed(list(node.items()))
+                         if isinstance(v, (dict, list)))
         elif isinstance(node, list):
-            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(node))))
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(node))) if isinstance(v, (dict, list)))
     return found
 
 
