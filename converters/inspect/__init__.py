@@ -43,6 +43,11 @@ def _inspect_file(path: Path, parse, facts_of, role: str, **kw) -> dict:
         f.close()
 
 
+def _parse_gguf_evidence(f: OpenFile):
+    """The strict GGUF parse, accepting a metadata-only file (docs/inspect.md §Metadata-only files)."""
+    return parse_gguf(f, allow_meta_only=True)
+
+
 def _inspect_directory(path: Path, **kw) -> dict:
     ckpt = HFCheckpoint(path, require_config=False)
     try:
@@ -114,7 +119,7 @@ def inspect_model_artifact(path, *, hash: str = "header", detail: str = "full", 
                             json_path="hash", rule="options_conflict")
         record = load_evidence(p)
     elif kind == "gguf":
-        record = _inspect_file(p, parse_gguf, gguf_facts, "gguf", **kw)
+        record = _inspect_file(p, _parse_gguf_evidence, gguf_facts, "gguf", **kw)
     elif kind == "safetensors":
         record = _inspect_file(p, parse_safetensors, safetensors_facts, "safetensors", **kw)
     elif kind == "hf":

@@ -11,7 +11,8 @@ from __future__ import annotations
 from gguf.constants import GGUFValueType
 
 from converters.inspect.values import dims_json, gguf_value_json
-from converters.sources.gguf_header import GGUFHeader, TensorInfo
+from converters.sources.gguf_header import SPEC_ALIGNMENT_MULTIPLE, GGUFHeader, TensorInfo
+from converters.sources.gguf_values import BOOL_NOT_CANONICAL, NOT_UTF8
 
 CHAT_TEMPLATE = "tokenizer.chat_template"
 CHAT_TEMPLATE_PREFIX = "tokenizer.chat_template."
@@ -19,6 +20,8 @@ CHAT_TEMPLATE_NAMES = "tokenizer.chat_templates"
 
 
 def metadata_rows(hdr: GGUFHeader) -> list[dict]:
+    """One row per key; a value ggml loads but that is not canonical (docs/inspect.md §Non-canonical
+    metadata values) carries ``limitations``: per code, the count and the first occurrence."""
     rows = []
     for e in hdr.metadata:
         row = {"index": e.index, "key": e.key, "type": GGUFValueType(e.vtype).name}
@@ -26,8 +29,44 @@ def metadata_rows(hdr: GGUFHeader) -> list[dict]:
             row.update(gguf_value_json(e.value, e.vtype))
         else:
             row["value"] = gguf_value_json(e.value, e.vtype)
+        if e.notes.found:
+            row["limitations"] = [dict(rec, first=dict(rec["first"])) for rec in e.notes.found.values()]
         rows.append(row)
     return rows
+
+
+VALUE_MESSAGES = {
+    NOT_UTF8: "string value(s) not valid UTF-8: kept as exact bytes (bytes_hex), as ggml reads strings",
+    BOOL_NOT_CANONICAL: "BOOL byte(s) other than 0/1: reported true, as ggml reads them (non-zero)",
+}
+
+
+def header_limitations(hdr: GGUFHeader) -> list[dict]:
+    """File-level limitations of the header: non-canonical metadata values (naming the rows), an
+    alignment below the spec's multiple of 8, tensor bytes declared in a metadata-only file."""
+    out = []
+    for code, message in VALUE_MESSAGES.items():
+        rows = [e.index for e in hdr.metadata if code in e.notes.found]
+        if rows:
+            out.append({"code": code, "type": None, "type_id": None, "candidates": [], "tensors": [],
+                        "metadata": rows, "message": message})
+    if hdr.alignment % SPEC_ALIGNMENT_MULTIPLE:
+        out.append({"code": "alignment_below_spec", "type": None, "type_id": None, "candidates": [], "tensors": [],
+                    "message": f"general.alignment {hdr.alignment} is a power of two ggml accepts but not the "
+                    f"multiple of {SPEC_ALIGNMENT_MULTIPLE} the GGUF spec asks for"})
+    if hdr.padding_short_by:
+        last = max((t for t in hdr.tensors if t.elements), key=lambda t: (t.file_offset, t.index))
+        out.append({"code": "data_section_unpadded", "type": None, "type_id": None, "candidates": [],
+                    "tensors": [last.index], "message": f"the file ends {hdr.padding_short_by} byte(s) before the "
+                    f"alignment padding after the last tensor: every tensor's bytes are present (llama.cpp's model "
+                    "loader reads them), but ggml's gguf loader, which reads the padded data section whole, "
+                    "refuses the file"})
+    if not hdr.data_present:
+        out.append({"code": "tensor_data_absent", "type": None, "type_id": None, "candidates": [],
+                    "tensors": [t.index for t in hdr.tensors if t.elements],
+                    "message": "metadata-only file (ggml only_meta): it ends at the data offset, so the declared "
+                    "tensor bytes are not in it; offsets and lengths are declarations only"})
+    return out
 
 
 def _limitation(t: TensorInfo) -> tuple[str, str, tuple] | None:
@@ -99,11 +138,11 @@ def gguf_facts(hdr: GGUFHeader) -> dict:
             "version": hdr.version, "byte_order": hdr.byte_order, "alignment": hdr.alignment,
             "alignment_source": hdr.alignment_source, "tensor_count": len(hdr.tensors),
             "metadata_count": len(hdr.metadata), "directory_end": hdr.header_length,
-            "data_offset": hdr.data_offset, "shape_order": "fastest_first",
+            "data_offset": hdr.data_offset, "shape_order": "fastest_first", "data_present": hdr.data_present,
         },
         "metadata": metadata_rows(hdr),
         "tensors": tensors,
-        "limitations": limitations,
+        "limitations": limitations + header_limitations(hdr),
         "chat_template": chat_template(hdr),
         "retained_bytes": hdr.retained_bytes,
     }

@@ -5,6 +5,9 @@
 - Non-finite floats are ``"NaN"``, ``"+Infinity"``, ``"-Infinity"``; negative zero is ``"-0"``; the declared
   float type is kept beside the value.
 - Arrays are ``{element_type, count, preview (at most 8), preview_complete}``.
+- A string that is not UTF-8 is ``{"bytes_hex", "utf8_error_at"}`` (its exact bytes); a BOOL byte other than
+  0/1 is ``true``, as ggml reads it (the byte is on the row's limitations; docs/inspect.md §Non-canonical
+  metadata values).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 import numpy as np
 from gguf.constants import GGUFValueType
 
-from converters.sources.gguf_values import ArrayPreview
+from converters.sources.gguf_values import ArrayPreview, NonCanonicalBool, NonUTF8String
 
 WIDE_INTS = (GGUFValueType.UINT64, GGUFValueType.INT64)
 FLOATS = (GGUFValueType.FLOAT32, GGUFValueType.FLOAT64)
@@ -44,6 +47,10 @@ def gguf_value_json(v: Any, vtype: int) -> Any:
             "preview": [gguf_value_json(e, v.element_type) for e in v.preview],
             "preview_complete": v.preview_complete,
         }
+    if isinstance(v, NonUTF8String):
+        return {"bytes_hex": v.raw.hex(), "utf8_error_at": v.error_at}
+    if isinstance(v, NonCanonicalBool):
+        return True
     if vtype in WIDE_INTS:
         return str(v)
     if vtype in FLOATS:

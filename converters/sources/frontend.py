@@ -51,6 +51,7 @@ from converters.errors import ConverterError, MappingError
 from converters.mapping.located import LocatedError, load_located
 from converters.model.config_rules import RULES_DIR
 from converters.sources.fileio import os_error
+from converters.sources.gguf_values import NonUTF8String
 
 logger = logging.getLogger(__name__)
 
@@ -266,17 +267,19 @@ class _Meta:
     def error(self, message: str, key: str, rule: str) -> FrontendError:
         return FrontendError(message, file=self.file, json_path=key, section=SECTION, rule=rule)
 
-    def get(self, key: str, default=None):
+    def get(self, key: str, default=None, *, exact: bool = False):
+        """The value of ``key``; text values must be UTF-8 unless ``exact`` (then a non-UTF-8 string is a
+        ``NonUTF8String`` the caller refuses by name, docs/inspect.md §Non-canonical metadata values)."""
         if key not in self.metadata:
             return default
         self.used.append(key)
-        value = self.metadata[key]
+        value = self.metadata.exact(key) if exact and hasattr(self.metadata, "exact") else self.metadata[key]
         type_of = getattr(self.metadata, "type_of", None)
         if isinstance(value, float) and type_of is not None and type_of(key) == "FLOAT32":
             value = float(str(np.float32(value)))  # the file holds float32: report its shortest repr
         return value
 
-    def array(self, key: str, limit: int) -> list:
+    def array(self, key: str, limit: int, *, exact: bool = False) -> list:
         """A required metadata array, its element count checked against ``limit`` before it is decoded."""
         if key not in self.metadata:
             raise self.error(f"the GGUF has no {key}", key, "required_field_missing")
@@ -284,7 +287,7 @@ class _Meta:
         count = getattr(getattr(entry(key), "value", None), "count", None) if entry else None
         if count is not None and count > limit:
             raise self.error(f"{key} has {count} entries, more than the {limit} accepted", key, "array_limit")
-        value = self.get(key)
+        value = self.get(key, exact=exact)
         if not isinstance(value, list) or len(value) > limit:
             raise self.error(f"{key} is not an array of at most {limit} entries", key, "array_limit")
         return value
@@ -309,7 +312,7 @@ def byte_level_alphabet() -> frozenset[str]:
 
 def _vocab_and_added(meta: _Meta, rules: dict) -> tuple[dict[str, int], list[dict], list[str]]:
     limits = rules["limits"]
-    tokens = meta.array("tokenizer.ggml.tokens", limits["max_tokens"])
+    tokens = meta.array("tokenizer.ggml.tokens", limits["max_tokens"], exact=True)
     types = meta.array("tokenizer.ggml.token_type", limits["max_tokens"])
     if len(types) != len(tokens):
         raise meta.error(f"{len(types)} token types for {len(tokens)} tokens", "tokenizer.ggml.token_type",
@@ -323,6 +326,11 @@ def _vocab_and_added(meta: _Meta, rules: dict) -> tuple[dict[str, int], list[dic
         if role is None:
             raise meta.error(f"token {tid} has type {ttype!r}, not one of {sorted(roles)}",
                              "tokenizer.ggml.token_type", "token_type_unknown")
+        if isinstance(token, NonUTF8String):
+            raise meta.error(f"token {tid} is not valid UTF-8 ({token.reason} at byte {token.error_at} of "
+                             f"{token.raw[:32].hex(' ')}): a byte-level BPE token is spelled in the byte-level "
+                             "alphabet, so its bytes cannot be a vocabulary entry", "tokenizer.ggml.tokens",
+                             "token_not_utf8")
         if not isinstance(token, str) or not token or len(token.encode("utf-8")) > limits["max_token_bytes"]:
             raise meta.error(f"token {tid} is not a non-empty string of at most {limits['max_token_bytes']} bytes",
                              "tokenizer.ggml.tokens", "token_string")

@@ -14,15 +14,21 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from converters.errors import SourceFormatError
 from converters.sources.base import FileMap, Source, SourceTensor, file_identity
 from converters.sources.fileio import OpenFile
 from converters.sources.gguf_header import GGUFHeader, MetaEntry, TensorInfo, parse_gguf
 from converters.sources.gguf_types import byte_length
-from converters.sources.gguf_values import decode_full
+from converters.sources.gguf_values import NOT_UTF8, decode_full
 
 
 class GGUFMetadata(Mapping):
-    """Typed metadata in file order; each value decoded completely on first access (arrays in full)."""
+    """Typed metadata in file order; each value decoded completely on first access (arrays in full).
+
+    ``metadata[key]`` is text for the converters: a string (or string element) that is not UTF-8 is refused
+    with a typed error naming the key, the element and the byte (rule ``gguf_string_utf8``).
+    :meth:`exact` returns it as a :class:`NonUTF8String` instead, for a reader that handles bytes
+    (docs/inspect.md §Non-canonical metadata values). BOOLs read as ggml reads them (non-zero is true)."""
 
     def __init__(self, source: GGUFSource) -> None:
         self._source = source
@@ -37,12 +43,28 @@ class GGUFMetadata(Mapping):
 
         return type_name(self._entries[key].vtype)
 
-    def __getitem__(self, key: str) -> Any:
+    def exact(self, key: str) -> Any:
+        """The decoded value, non-UTF-8 strings kept as :class:`NonUTF8String`."""
         if key not in self._cache:
             e = self._entries[key]
             buf = self._source._map.slice(e.value_offset, e.value_end - e.value_offset)
             self._cache[key], _ = decode_full(memoryview(buf), 0, e.vtype, self._source.header.struct_order)
         return self._cache[key]
+
+    def __getitem__(self, key: str) -> Any:
+        value = self.exact(key)
+        if NOT_UTF8 in self._entries[key].notes.found:
+            rec = self._entries[key].notes.found[NOT_UTF8]
+            first = rec["first"]
+            raise SourceFormatError(
+                f"string is not valid UTF-8 (invalid at byte {first['byte']}; {rec['count']} such string(s) in "
+                f"{key}); the converters need this value as text", file=str(self._source.path),
+                json_path=f"{key}{first['element']}", rule="gguf_string_utf8",
+                section="docs/inspect.md §Non-canonical metadata values")
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries  # without decoding (Mapping's default reads the value)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)

@@ -14,12 +14,21 @@ Rules (GGUF spec; llama.cpp ``gguf.cpp``; docs/inspect.md §Facts and queries, �
   big-endian guess from an unrecognised little-endian value);
 - keys: UTF-8, unique, lower-case ASCII alphanumeric components separated by ``.``, ``_`` or ``-``
   (hyphens as written by llama.cpp v0.7.0's ``gpt-oss.*`` and ``wavtokenizer-dec.*`` keys);
+- metadata values: read exactly; a string that is not UTF-8 or a BOOL byte other than 0/1 is kept and
+  noted (``MetaEntry.notes``), not refused, because ggml loads it (docs/inspect.md §Non-canonical
+  metadata values);
 - ``general.alignment``: ``UINT32``, a positive multiple of 8 (not necessarily a power of two), default 32;
-- tensors: unique non-empty UTF-8 names, at most 4 dims, element count within ``INT64_MAX`` unless the
-  tensor is empty, the first dim holding whole blocks of the type, relative offsets multiples of the
-  alignment, known byte ranges inside the file and not overlapping the next tensor;
+  1, 2 and 4, which ggml accepts (any power of two), are accepted and noted (``alignment_below_spec``);
+- tensors: unique non-empty UTF-8 names shorter than 64 bytes (ggml's ``GGML_MAX_NAME``), at most 4 dims,
+  element count within ``INT64_MAX`` unless the tensor is empty, a known byte length within ``INT64_MAX``,
+  the first dim holding whole blocks of the type, relative offsets multiples of the alignment, known byte
+  ranges inside the file and not overlapping the next tensor;
 - data offset: the directory end aligned up; a file ending exactly at the directory end has its data
-  offset there; a file ending inside the alignment gap (a *partial* gap) is rejected.
+  offset there; a file ending inside the alignment gap (a *partial* gap) is rejected;
+- ``allow_meta_only``: a file that ends exactly at its aligned data offset although it declares tensor
+  bytes is what ggml writes with ``only_meta`` (docs/inspect.md §Metadata-only files); when allowed
+  (inspection) its directory is checked without the file-end bounds and ``data_present`` is false;
+  otherwise (the converters, which read tensors) it is refused as before (``gguf_tensor_range``).
 """
 
 from __future__ import annotations
@@ -33,7 +42,13 @@ from gguf.constants import GGUFValueType
 from converters.errors import SourceFormatError
 from converters.sources.fileio import HeaderReader, OpenFile
 from converters.sources.gguf_types import GGMLType, byte_length, ggml_type, resolve_q2_0
-from converters.sources.gguf_values import MIN_VALUE_BYTES, check_value_type, read_string, read_value
+from converters.sources.gguf_values import (
+    MIN_VALUE_BYTES,
+    ValueNotes,
+    check_value_type,
+    read_string,
+    read_value,
+)
 from converters.sources.limits import ENTRY_COST, GGUF_MAX_DIMS, I64_MAX, ROW_COST, RetainedBudget
 
 MAGIC = b"GGUF"
@@ -43,6 +58,9 @@ KEY_RE = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*\Z")
 MIN_KV_BYTES = 8 + 1 + 4 + 1  # key length, one key byte, value type, smallest value
 MIN_TENSOR_INFO_BYTES = 8 + 1 + 4 + 4 + 8  # name length, one name byte, n_dims, type, offset
 SECTION = "GGUF spec / docs/inspect.md §Facts and queries"
+GGML_MAX_NAME = 64  # ggml's tensor name buffer, NUL included: names are at most 63 bytes
+SPEC_ALIGNMENT_MULTIPLE = 8
+BELOW_SPEC_ALIGNMENTS = (1, 2, 4)  # powers of two ggml accepts that the GGUF spec's "multiple of 8" does not
 
 
 @dataclass
@@ -55,6 +73,7 @@ class MetaEntry:
     value: Any
     value_offset: int  # file offset of the value (after its type tag)
     value_end: int
+    notes: ValueNotes = field(default_factory=ValueNotes)
 
 
 @dataclass
@@ -97,6 +116,8 @@ class GGUFHeader:
     ranges_read: list = field(default_factory=list)
     retained_bytes: int = 0
     hasher: Any = None  # SHA-256 state after the header bytes (a full-file hash continues from it)
+    data_present: bool = True  # False: a metadata-only file (ggml only_meta), tensor bytes declared, none held
+    padding_short_by: int = 0  # bytes of the last tensor's alignment padding missing at the end of the file
 
     @property
     def struct_order(self) -> str:
@@ -124,8 +145,9 @@ def _read_version(f: OpenFile, reader: HeaderReader) -> tuple[int, str]:
                   f"uint32 big-endian {be}; byte order unknown", "gguf_version")
 
 
-def parse_gguf(f: OpenFile, *, budget: RetainedBudget | None = None) -> GGUFHeader:
-    """Parse and validate the header of the open GGUF file ``f`` (reads exactly the header bytes)."""
+def parse_gguf(f: OpenFile, *, budget: RetainedBudget | None = None, allow_meta_only: bool = False) -> GGUFHeader:
+    """Parse and validate the header of the open GGUF file ``f`` (reads exactly the header bytes);
+    ``allow_meta_only`` accepts a metadata-only file (see the module docstring)."""
     budget = budget or RetainedBudget(str(f.path))
     reader = HeaderReader(f)
     reader.promise(24)
@@ -158,13 +180,15 @@ def parse_gguf(f: OpenFile, *, budget: RetainedBudget | None = None) -> GGUFHead
         check_value_type(reader, vtype, key)
         reader.promise(reader.pos + MIN_VALUE_BYTES[vtype] + tail)
         start = reader.pos
-        value = read_value(reader, vtype, key, budget=budget, tail=tail)
-        hdr.metadata.append(MetaEntry(i, key, vtype, value, start, reader.pos))
+        notes = ValueNotes()
+        value = read_value(reader, vtype, key, budget=budget, tail=tail, notes=notes)
+        hdr.metadata.append(MetaEntry(i, key, vtype, value, start, reader.pos, notes))
         if key == ALIGNMENT_KEY:
             if vtype != GGUFValueType.UINT32:
                 raise _reject(f, key, f"must be UINT32, is {GGUFValueType(vtype).name}", "gguf_alignment_type")
-            if value <= 0 or value % 8:
-                raise _reject(f, key, f"alignment {value} is not a positive multiple of 8", "gguf_alignment")
+            if (value <= 0 or value % SPEC_ALIGNMENT_MULTIPLE) and value not in BELOW_SPEC_ALIGNMENTS:
+                raise _reject(f, key, f"alignment {value} is not a positive multiple of 8 (nor 1, 2 or 4, "
+                              "the smaller powers of two ggml accepts)", "gguf_alignment")
             hdr.alignment, hdr.alignment_source = value, "metadata"
 
     names: set[str] = set()
@@ -177,7 +201,7 @@ def parse_gguf(f: OpenFile, *, budget: RetainedBudget | None = None) -> GGUFHead
     hdr.bytes_read = reader.bytes_read
     hdr.ranges_read = reader.ranges_read()
     hdr.retained_bytes = budget.used
-    _place_data(f, hdr)
+    _place_data(f, hdr, allow_meta_only)
     return hdr
 
 
@@ -187,6 +211,9 @@ def _read_tensor_info(f, reader, hdr, i, n_tensors, names, budget) -> TensorInfo
     name = read_string(reader, f"{what}.name", keep=True, budget=budget, tail=4 + 4 + 8 + tail)
     if not name:
         raise _reject(f, f"{what}.name", "empty tensor name", "gguf_tensor_name")
+    if len(name.encode("utf-8")) >= GGML_MAX_NAME:
+        raise _reject(f, f"{what}.name", f"tensor name {name[:GGML_MAX_NAME]!r}… is {len(name.encode('utf-8'))} "
+                      f"bytes; ggml holds at most {GGML_MAX_NAME - 1}", "gguf_tensor_name_length")
     if name in names:
         raise _reject(f, f"{what}.name", f"duplicate tensor name {name!r}", "gguf_duplicate_tensor")
     names.add(name)
@@ -215,15 +242,21 @@ def _read_tensor_info(f, reader, hdr, i, n_tensors, names, budget) -> TensorInfo
                       f"{hdr.alignment}", "gguf_tensor_alignment")
     if gtype.known:
         t.byte_length, t.block, t.storage_validation = byte_length(gtype.block, elements), gtype.block, "consistent"
+        if rel + t.byte_length > I64_MAX:
+            raise _reject(f, f"{what}.dims", f"{name}: {t.byte_length} bytes at relative offset {rel} end past "
+                          "INT64_MAX, the largest file offset", "gguf_byte_length_overflow")
     elif elements == 0 and gtype.status != "unknown":
         t.byte_length, t.storage_validation = 0, "consistent"
     return t
 
 
-def _place_data(f: OpenFile, hdr: GGUFHeader) -> None:
+def _place_data(f: OpenFile, hdr: GGUFHeader, allow_meta_only: bool = False) -> None:
     """Data offset, absolute tensor offsets, data ranges, id-42 resolution and range checks."""
     end = hdr.header_length
     aligned = -(-end // hdr.alignment) * hdr.alignment
+    if allow_meta_only and f.size == aligned and any(t.elements for t in hdr.tensors):
+        _place_meta_only(f, hdr, aligned)
+        return
     if f.size == end:
         hdr.data_offset = end
     elif f.size < aligned:
@@ -254,6 +287,30 @@ def _place_data(f: OpenFile, hdr: GGUFHeader) -> None:
             limit = f"the next tensor {nxt.name} at {nxt.file_offset}" if nxt else f"the file end ({f.size})"
             raise _reject(f, f"tensor_infos[{t.index}]", f"{t.name}: {t.byte_length} bytes from "
                           f"{t.file_offset} run past {limit}", rule)
+    last = occupied[-1] if occupied else None
+    if last is not None and last.byte_length is not None:
+        # ggml's gguf loader reads the data section padded after every tensor; the tensors are whole here
+        padded_end = hdr.data_offset + -(-(last.rel_offset + last.byte_length) // hdr.alignment) * hdr.alignment
+        hdr.padding_short_by = max(0, padded_end - f.size)
+
+
+def _place_meta_only(f: OpenFile, hdr: GGUFHeader, data_offset: int) -> None:
+    """A metadata-only file: offsets at the aligned directory end, declared ranges checked against each
+    other only (no data range, so id 42 stays unresolved)."""
+    hdr.data_offset, hdr.data_present = data_offset, False
+    for t in hdr.tensors:
+        t.file_offset = data_offset + t.rel_offset
+    occupied = sorted((t for t in hdr.tensors if t.elements), key=lambda t: (t.file_offset, t.index))
+    for t, nxt in zip(occupied, occupied[1:], strict=False):
+        if nxt.file_offset == t.file_offset:
+            raise _reject(f, f"tensor_infos[{nxt.index}].offset", f"{nxt.name} starts at the same byte as "
+                          f"{t.name} ({t.file_offset})", "gguf_tensor_overlap")
+        if t.byte_length is not None and t.file_offset + t.byte_length > nxt.file_offset:
+            raise _reject(f, f"tensor_infos[{t.index}]", f"{t.name}: {t.byte_length} bytes from {t.file_offset} "
+                          f"run past the next tensor {nxt.name} at {nxt.file_offset}", "gguf_tensor_overlap")
+    for t in occupied:
+        if t.gtype.status == "q2_0":
+            t.q2_0_reason = "no_data_section"
 
 
 def _resolve_q2_0(f: OpenFile, hdr: GGUFHeader, t: TensorInfo) -> None:

@@ -223,6 +223,17 @@ def test_token_list_over_the_limit_is_refused(tmp_path):
     assert (err.rule, err.json_path) == ("array_limit", "tokenizer.ggml.tokens")
 
 
+def test_non_utf8_token_is_refused_by_its_id_and_bytes(tmp_path):
+    """ggml keeps a token's bytes; a byte-level BPE vocabulary cannot (docs/inspect.md §Non-canonical
+    metadata values)."""
+    tok, _ = hf_tokenizer(tmp_path / "same")  # the tokenizer _rebuild_error writes again
+    tokens, _ = token_list(tok)
+    tokens[5] = b"\xe2\x82"  # a partial UTF-8 sequence
+    err = _rebuild_error(tmp_path, edit=_set("tokenizer.ggml.tokens", tokens, gguf.GGUFValueType.ARRAY))
+    assert (err.rule, err.json_path) == ("token_not_utf8", "tokenizer.ggml.tokens")
+    assert "token 5 " in str(err) and "e2 82" in str(err)
+
+
 def test_any_ill_typed_tokenizer_metadata_is_a_frontend_error_not_a_crash(built):
     """Each tokenizer key replaced by values of other types, through the Source surface the rebuild reads:
     a result or a FrontendError, never another exception."""
