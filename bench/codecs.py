@@ -69,9 +69,11 @@ def run(workdir: pathlib.Path, scale: float = 1.0) -> list[dict]:
     info = {"shape": shape, "threads": codecs.get_threads()}
     results = []
 
-    ours, peer = _side_by_side(lambda: codecs.encode("q4_g64_fp16", RS, x), lambda: gguf.quants.quantize(x, QT.Q4_0))
+    # both return the array they built (gguf-py: an ndarray; ours: as_array, as the converter calls it)
+    ours, peer = _side_by_side(lambda: codecs.encode("q4_g64_fp16", RS, x, as_array=True),
+                               lambda: gguf.quants.quantize(x, QT.Q4_0))
     with _one_thread():
-        one = _best(lambda: codecs.encode("q4_g64_fp16", RS, x))
+        one = _best(lambda: codecs.encode("q4_g64_fp16", RS, x, as_array=True))
     results.append(_ratio("encode bf16 -> q4_g64_fp16 absmax vs gguf-py Q4_0", ours, peer, "gguf_py", 3,
                           {**info, "ours_one_thread_s": round(one, 4)}))
 

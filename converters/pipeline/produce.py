@@ -288,7 +288,7 @@ class Producer:
         inner = axis0_rows(obj.shape)
         r0, shape = r0 // inner, (values.shape[0] // inner, *obj.shape[1:])
         x = values.reshape(shape)
-        data = codecs.encode(obj.format, obj.layout, x, encoder=obj.encoder, divisors=divisors)
+        data = codecs.encode(obj.format, obj.layout, x, encoder=obj.encoder, divisors=divisors, as_array=True)
         got = codecs.decode(obj.format, obj.layout, shape, data, divisors=divisors)
         stats.add(x, got)
         if ref is not None:

@@ -144,15 +144,18 @@ def decode(format: str, layout: str, shape: Sequence[int], data, *, divisors: in
     return codec.decode(geom, _data(geom, data, format), rows)
 
 
-def encode(format: str, layout: str, array, *, encoder: str = "absmax", divisors: int = 1) -> bytes:
-    """Encode ``array`` (its shape is the object's logical shape) with the named encoder."""
+def encode(format: str, layout: str, array, *, encoder: str = "absmax", divisors: int = 1,
+           as_array: bool = False) -> bytes | np.ndarray:
+    """Encode ``array`` (its shape is the object's logical shape) with the named encoder. ``as_array``: the
+    uint8 array the bytes were built in, without the ``bytes`` copy (docs/io-speed.md §Write path)."""
     x = np.asarray(array)
     if not (x.dtype.kind in "fiu" or x.dtype.type in _ML_FLOATS):
         raise fail(f"cannot encode an array of dtype {x.dtype} as {format}", "input_dtype")
     codec, geom = _codec(format, layout, x.shape, divisors)
     if encoder not in ENCODERS:
         raise fail(f"unknown encoder {encoder!r} (known: {', '.join(ENCODERS)})", "unknown_encoder")
-    return codec.encode(geom, x, encoder)
+    out = codec.encode(geom, x, encoder)
+    return out if as_array else out.tobytes()
 
 
 def check(format: str, layout: str, shape: Sequence[int], data, divisors: int = 1, *,

@@ -354,7 +354,8 @@ class Codec:
         return out.reshape(geom.shape) if rows is None else out
 
     @classmethod
-    def encode(cls, geom: Geometry, x: np.ndarray, encoder: str) -> bytes:
+    def encode(cls, geom: Geometry, x: np.ndarray, encoder: str) -> np.ndarray:
+        """The encoded object as the uint8 array it is built in (``codecs.encode`` makes ``bytes`` of it)."""
         if encoder not in cls.encoders:
             raise fail(f"encoder {encoder!r} is not available for {cls.format} (available: "
                        f"{', '.join(cls.encoders)})", "encoder_unsupported", cls.section)
@@ -367,7 +368,7 @@ class Codec:
             cls.encode_block(geom, xr, views, r0, r1, encoder, ctx)
 
         run_row_blocks(geom.n_rows, cls.block_rows(geom), work)
-        return buf.tobytes()
+        return buf
 
     @classmethod
     def check(cls, geom: Geometry, buf: np.ndarray, json_path: str) -> list[Finding]:
