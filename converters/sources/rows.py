@@ -166,9 +166,10 @@ class StackedRows:
 
 class TransposedRows:
     """Row access to a rank-3 tensor ``[E, N, K]`` read as ``[E, K, N]``, each entry's matrix transposed (a
-    mapping's ``transpose: true`` source: the fused experts Qwen3-VL-MoE saves, docs/qwen3-vl.md §Limits):
+    mapping's ``transpose: true`` source: Qwen3-VL-MoE's fused experts, docs/qwen3-vl.md §Fused transposed experts):
     row ``e·K + j`` is column ``j`` of source rows ``[e·N, (e+1)·N)``. Element-addressed (plain) storage
-    only; each read maps the entries it touches. Same interface as :class:`TensorRows`."""
+    only; an entry is transposed once and kept while its row blocks are read (one entry of memory). Same
+    interface as :class:`TensorRows`."""
 
     def __init__(self, inner: TensorRows) -> None:
         t, s = inner.tensor, inner.storage
@@ -180,16 +181,26 @@ class TransposedRows:
         self.entries, self.n, self.k = (int(d) for d in t.shape)
         self.storage = dataclasses.replace(s, rows=self.entries * self.k, cols=self.n,
                                            row_bytes=self.n * s.block_bytes)
+        self._last: tuple[int, str, np.ndarray] | None = None
 
-    def _gather(self, ids: slice | np.ndarray, read) -> np.ndarray:
+    def _entry(self, e: int, read: str) -> np.ndarray:
+        """Entry ``e`` transposed, ``[K, N]`` (values, or raw elements as unsigned integers of their size); the
+        last one is kept for the row blocks that follow (one entry of memory)."""
+        last = self._last  # one snapshot: another thread may replace it meanwhile
+        if last is None or last[:2] != (e, read):
+            block = np.asarray(getattr(self.inner, read)(slice(e * self.n, (e + 1) * self.n)))  # [N, K(·bytes)]
+            if read == "raw":  # whole elements move: view each as one unsigned integer of its size
+                block = np.ascontiguousarray(block).view(f"<u{self.storage.block_bytes}")
+            last = (e, read, np.ascontiguousarray(block.T))
+            self._last = last
+        return last[2]
+
+    def _gather(self, ids: slice | np.ndarray, read: str) -> np.ndarray:
         rows = (np.arange(*ids.indices(self.storage.rows), dtype=np.int64) if isinstance(ids, slice)
                 else np.asarray(ids, dtype=np.int64))
         entry, col = np.divmod(rows, self.k)
-        parts = []
-        for e in np.unique(entry):
-            block = read(slice(int(e) * self.n, (int(e) + 1) * self.n))  # [N, K] values or [N, K·bytes]
-            picked = np.asarray(block).reshape(self.n, self.k, -1)[:, col[entry == e]]
-            parts.append((entry == e, picked.transpose(1, 0, 2).reshape(-1, self.n * picked.shape[2])))
+        parts = [(entry == e, self._entry(int(e), read)[col[entry == e]]) for e in np.unique(entry)]
+        parts = [(where, block.view(np.uint8) if read == "raw" else block) for where, block in parts]
         width = parts[0][1].shape[1] if parts else self.storage.row_bytes
         out = np.empty((len(rows), width), dtype=parts[0][1].dtype if parts else np.uint8)
         for where, block in parts:
@@ -198,11 +209,11 @@ class TransposedRows:
 
     def raw(self, ids: slice | np.ndarray) -> np.ndarray:
         """Raw bytes of the selected rows, ``[n, row_bytes]`` (a copy)."""
-        return self._gather(ids, self.inner.raw)
+        return self._gather(ids, "raw")
 
     def floats(self, ids: slice | np.ndarray) -> np.ndarray:
         """float32 values of the selected rows, ``[n, cols]``."""
-        return self._gather(ids, self.inner.floats)
+        return self._gather(ids, "floats")
 
 
 def open_rows(sources, bound) -> TensorRows | StackedRows | TransposedRows:
