@@ -27,7 +27,9 @@ regress: setup
 	$(BIN)/convert regress
 
 fuzz: setup
+	$(BIN)/pip install -q -e '.[fuzz]'
 	$(BIN)/python -m pytest -m slow tests
+	$(BIN)/python -m fuzz $(FUZZ_ARGS)
 
 lint: setup
 	$(BIN)/ruff check ninfer_core converters tinymodels tests

@@ -1,0 +1,2 @@
+VERSION = "0.7.6"
+PACKER = "calbin-packer"

@@ -1,0 +1,137 @@
+"""Write the seed corpus ``fuzz/corpus/<target>/`` with the real libraries (gguf.GGUFWriter, safetensors,
+the artifact writer, the tiny calbin package, ``convert inspect``): ``python -m fuzz.make_corpus``.
+
+Directories whose name starts with ``_`` hold the fixed surroundings of a target (the HF checkpoint whose
+index is fuzzed, the artifact whose part is fuzzed, the calbin package whose files are fuzzed); every other
+file is a seed input. Re-running rewrites the corpus; the files are small (a few KB each).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import gguf
+import numpy as np
+from safetensors.numpy import save, save_file
+
+from fuzz.targets import SEEDS
+
+
+def _gguf_seeds(d: Path) -> None:
+    for name, big_endian in (("little.gguf", False), ("big.gguf", True)):
+        w = gguf.GGUFWriter(str(d / name), "qwen3", endianess=gguf.GGUFEndian.BIG if big_endian else
+                            gguf.GGUFEndian.LITTLE)
+        w.add_block_count(1)
+        w.add_context_length(64)
+        w.add_embedding_length(32)
+        w.add_string("general.name", "seed")
+        w.add_array("tokenizer.ggml.tokens", ["a", "b", "c"])
+        w.add_float32("qwen3.attention.layer_norm_rms_epsilon", 1e-6)
+        w.add_bool("general.flag", True)
+        w.add_tensor("token_embd.weight", np.arange(64, dtype=np.float32).reshape(2, 32))
+        q8 = gguf.quants.quantize(np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32), gguf.GGMLQuantizationType.Q8_0)
+        w.add_tensor("blk.0.attn_q.weight", q8, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+
+
+def _safetensors_seeds(d: Path) -> None:
+    (d / "two.safetensors").write_bytes(save({"a": np.arange(6, dtype=np.float32).reshape(2, 3),
+                                              "b": np.ones(4, dtype=np.float16)}, metadata={"format": "pt"}))
+    (d / "empty.safetensors").write_bytes(save({}))
+
+
+def _hf_seeds(d: Path) -> None:
+    ck = d / "_checkpoint"
+    ck.mkdir()
+    save_file({"a": np.arange(6, dtype=np.float32).reshape(2, 3)}, ck / "model-00001-of-00002.safetensors")
+    save_file({"c": np.arange(4, dtype=np.int32)}, ck / "model-00002-of-00002.safetensors")
+    (ck / "config.json").write_text(json.dumps({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]}))
+    index = {"metadata": {"total_size": 40}, "weight_map": {"a": "model-00001-of-00002.safetensors",
+                                                            "c": "model-00002-of-00002.safetensors"}}
+    (ck / "model.safetensors.index.json").write_text(json.dumps(index))
+    (d / "index.json").write_text(json.dumps(index))
+    (d / "index-no-metadata.json").write_text(json.dumps({"weight_map": index["weight_map"]}))
+
+
+def _artifact(path: Path, max_file_bytes: int | None = None) -> None:
+    from ninfer_core import ArtifactWriter, Binding, Component, Use, codecs
+
+    w = ArtifactWriter(path, components={"text": Component({"architectures": ["T"]}, resources={"tokenizer.json": "r.tok"})},
+                       provenance={"tool": "seed"}, max_file_bytes=max_file_bytes, artifact_id="11" * 16)
+    w.add_tensor("w.a", (4, 1024) if max_file_bytes else (4, 64), "bf16", "contiguous_le_v1")
+    w.add_tensor("w.q", (4, 128), "q8_g32_fp16", "row_split_k128_v1")
+    w.add_tensor("d", (), "fp32", "contiguous_le_v1")
+    w.add_resource("r.tok", 40)
+    w.add_binding("text/a", Binding.whole("w.a"))
+    w.add_binding("text/a_rows", Binding.of_parts([("w.a", (64, 128))]))
+    w.add_use(Use("text/a", "text/x", "A16Only", {"activation_input_divisor": Binding.whole("d")}))
+    with w:
+        x = np.linspace(-1, 1, 256, dtype=np.float32).reshape(4, 64)
+        big = np.linspace(-1, 1, 4096, dtype=np.float32).reshape(4, 1024)
+        w.write_object("w.a", codecs.encode("bf16", "contiguous_le_v1", big if max_file_bytes else x))
+        w.write_object("w.q", codecs.encode("q8_g32_fp16", "row_split_k128_v1", np.tile(x, 2)))
+        w.write_object("d", codecs.encode("fp32", "contiguous_le_v1", np.array(2.0, dtype=np.float32)))
+        w.write_object("r.tok", b'{"model": {"type": "BPE"}, "seed": 1}  '[:40].ljust(40))
+
+
+def _ninfer_seeds(d: Path, parts: Path) -> None:
+    _artifact(d / "single.ninfer")
+    (d / "single.ninfer").rename(d / "single.entry")  # seed inputs are named freely (*.ninfer is git-ignored)
+    art = parts / "_artifact"
+    art.mkdir()
+    _artifact(art / "s.ninfer", max_file_bytes=8192)
+    (parts / "part-0001").write_bytes((art / "s.ninfer.part-0001").read_bytes())
+
+
+def _calbin_seeds(d: Path) -> None:
+    from tinymodels.calbin import write_calbin_package
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fx = write_calbin_package(Path(tmp))
+        shutil.copytree(fx.root, d / "_package")
+    pkg = d / "_package"
+    manifest = next(p for p in pkg.glob("*.yaml") if p.name != "hparam.yaml")
+    out = {"calbin_manifest": [manifest], "calbin_metadata": [pkg / "model_memory_reserved_info.txt"],
+           "calbin_op_yaml": sorted(pkg.glob("*/*_op_io_buf_ptr.yaml"))[:1]}
+    for target, files in out.items():
+        t = SEEDS / target
+        t.mkdir(exist_ok=True)
+        for f in files:
+            (t / f.name).write_bytes(f.read_bytes())
+
+
+def _evidence_seeds(d: Path, gguf_seed: Path) -> None:
+    import contextlib
+    import io
+
+    from converters.cli import main as cli_main
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        cli_main(["inspect", str(gguf_seed), "--detail", "summary", "--evidence-output", str(d / "record.json"), "--json"])
+
+
+def main() -> None:
+    shutil.rmtree(SEEDS, ignore_errors=True)
+    dirs = {t: SEEDS / t for t in ("gguf", "safetensors", "hf_index", "ninfer_entry", "ninfer_part", "calbin",
+                                   "evidence")}
+    for d in dirs.values():
+        d.mkdir(parents=True)
+    _gguf_seeds(dirs["gguf"])
+    _safetensors_seeds(dirs["safetensors"])
+    _hf_seeds(dirs["hf_index"])
+    _ninfer_seeds(dirs["ninfer_entry"], dirs["ninfer_part"])
+    _calbin_seeds(dirs["calbin"])
+    _evidence_seeds(dirs["evidence"], dirs["gguf"] / "little.gguf")
+    for f in sorted(SEEDS.rglob("*")):
+        if f.is_file() and "/_" not in str(f.relative_to(SEEDS)):
+            print(f"{f.relative_to(SEEDS)}  {f.stat().st_size} B")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""The parsers under fuzz: one harness per input kind, each taking the fuzzed bytes and a scratch directory.
+
+A harness returns ``"accepted"`` (the parser read the input) or ``"rejected"`` (a typed refusal: a
+:class:`~ninfer_core.errors.NinferError`, which every converter error is, or findings in a calbin report);
+anything else it lets escape is an *untyped* exception, the defect the campaign hunts. Inputs are written
+to a file first, since every reader takes a path (as users give it).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from ninfer_core.errors import NinferError
+
+SEEDS = Path(__file__).resolve().parent / "corpus"
+
+
+def _file(scratch: Path, name: str, data: bytes) -> Path:
+    path = scratch / name
+    path.write_bytes(data)
+    return path
+
+
+def gguf(data: bytes, scratch: Path) -> str:
+    from converters.sources import open_gguf
+
+    with open_gguf(_file(scratch, "m.gguf", data)) as src:
+        for name, t in list(src.tensors.items())[:64]:
+            _ = (name, t.shape, t.dtype)
+        for key in list(src.metadata)[:256]:
+            _ = src.metadata[key]
+    return "accepted"
+
+
+def safetensors(data: bytes, scratch: Path) -> str:
+    from converters.sources import open_safetensors
+
+    with open_safetensors(_file(scratch, "m.safetensors", data)) as src:
+        for name, t in list(src.tensors.items())[:64]:
+            _ = (name, t.shape, t.dtype)
+    return "accepted"
+
+
+def hf_index(data: bytes, scratch: Path) -> str:
+    """The index JSON of a sharded HF checkpoint (the two shards and config.json are the seed's)."""
+    from converters.sources import open_hf_dir
+
+    hf = scratch / "hf"
+    if not hf.exists():
+        shutil.copytree(SEEDS / "hf_index" / "_checkpoint", hf)
+    _file(hf, "model.safetensors.index.json", data)
+    with open_hf_dir(hf) as src:
+        _ = list(src.tensors)[:64]
+    return "accepted"
+
+
+def ninfer_entry(data: bytes, scratch: Path) -> str:
+    from ninfer_core import open_artifact, validate
+
+    path = _file(scratch, "a.ninfer", data)
+    findings = validate(path)
+    with open_artifact(path) as art:
+        for obj in art.objects[:16]:
+            art.object_bytes(obj.id)
+    return "rejected" if any(f.severity == "ERROR" for f in findings) else "accepted"
+
+
+def ninfer_part(data: bytes, scratch: Path) -> str:
+    """A continuation part of the seed's two-part artifact replaced by the input."""
+    from ninfer_core import open_artifact, validate
+
+    entry = scratch / "s.ninfer"
+    if not entry.exists():
+        for f in (SEEDS / "ninfer_part" / "_artifact").iterdir():
+            shutil.copy(f, scratch / f.name)
+    _file(scratch, "s.ninfer.part-0001", data)
+    findings = validate(entry)
+    with open_artifact(entry) as art:
+        for obj in art.objects:
+            art.object_bytes(obj.id)
+    return "rejected" if any(f.severity == "ERROR" for f in findings) else "accepted"
+
+
+_SCANNED: dict[Path, object] = {}
+
+
+def _calbin(scratch: Path, rel_of: Callable[[dict], str], data: bytes):
+    """A fresh context over the seed package in ``scratch`` (copied and inventoried once) with the file
+    ``rel_of(files)`` replaced by ``data``; returns the context and that file's name."""
+    import dataclasses
+
+    from converters.acceptance.calbin import inventory
+    from converters.acceptance.calbin.context import Ctx
+    from converters.acceptance.report import SCHEMA_CALBIN, Report
+
+    root = scratch / "pkg"
+    if root not in _SCANNED:
+        shutil.copytree(SEEDS / "calbin" / "_package", root, dirs_exist_ok=True)
+        seed = Ctx(root, Report(SCHEMA_CALBIN, {"kind": "calbin"}))
+        inventory.scan(seed)
+        _SCANNED[root] = seed
+    seed = _SCANNED[root]
+    rel = rel_of(seed.files)
+    _file(root, rel, data)
+    ctx = Ctx(root, Report(SCHEMA_CALBIN, {"kind": "calbin"}))
+    ctx.files = {k: dataclasses.replace(v, size=len(data) if k == rel else v.size) for k, v in seed.files.items()}
+    ctx.submodels = [dataclasses.replace(sub) for sub in seed.submodels]
+    ctx.manifest_rel, ctx.chips = seed.manifest_rel, seed.chips
+    return ctx, rel
+
+
+def _outcome(ctx) -> str:
+    return "rejected" if any(f.severity == "ERROR" for f in ctx.report.findings) else "accepted"
+
+
+def calbin_manifest(data: bytes, scratch: Path) -> str:
+    from converters.acceptance.calbin import manifest, metadata
+
+    ctx, _ = _calbin(scratch, lambda files: next(r for r in sorted(files) if "/" not in r and r.endswith(".yaml")
+                                                 and r != "hparam.yaml"), data)
+    ctx.manifest_rel = None
+    metadata.load_runtime(ctx)
+    manifest.locate(ctx, ctx.runtime.typed.get("model_arch") if ctx.runtime else None)
+    manifest.load(ctx)
+    return _outcome(ctx)
+
+
+def calbin_metadata(data: bytes, scratch: Path) -> str:
+    from converters.acceptance.calbin import metadata
+
+    ctx, _ = _calbin(scratch, lambda files: "model_memory_reserved_info.txt", data)
+    metadata.load_runtime(ctx)
+    for sub in ctx.submodels:
+        metadata.load_submodel(ctx, sub)
+    return _outcome(ctx)
+
+
+def calbin_op_yaml(data: bytes, scratch: Path) -> str:
+    from converters.acceptance.calbin import opgraph
+
+    ctx, _ = _calbin(scratch, lambda files: next(r for r in sorted(files) if r.endswith("_op_io_buf_ptr.yaml")), data)
+    for sub in ctx.submodels:
+        opgraph.load_ops(ctx, sub)
+    return _outcome(ctx)
+
+
+def evidence(data: bytes, scratch: Path) -> str:
+    from converters.inspect.evidence import load_evidence
+
+    load_evidence(_file(scratch, "e.json", data))
+    return "accepted"
+
+
+TARGETS: dict[str, Callable[[bytes, Path], str]] = {
+    "gguf": gguf, "safetensors": safetensors, "hf_index": hf_index, "ninfer_entry": ninfer_entry,
+    "ninfer_part": ninfer_part, "calbin_manifest": calbin_manifest, "calbin_metadata": calbin_metadata,
+    "calbin_op_yaml": calbin_op_yaml, "evidence": evidence,
+}
+TYPED = (NinferError,)
