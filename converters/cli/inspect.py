@@ -23,7 +23,15 @@ from pathlib import Path
 
 import typer
 
-from converters.cli.output import byte_progress, command, console, emit_json, report_error, table
+from converters.cli.output import (
+    byte_progress,
+    command,
+    console,
+    emit_json,
+    interrupt_reported,
+    report_error,
+    table,
+)
 
 MAX_CELL = 60
 
@@ -183,6 +191,7 @@ def inspect_cmd(
     except InspectionCancelled as exc:
         emit_json(exc.evidence) if json_out else _print_record(exc.evidence)
         report_error("cancelled after the header was verified; partial evidence printed")
+        interrupt_reported()
         raise typer.Exit(130) from None
     if json_out:
         emit_json(result)

@@ -117,8 +117,19 @@ def report_usage_error(exc, *, json_out: bool = False) -> None:
     emit_json(doc)
 
 
+_interrupt = {"reported": False}
+
+
+def interrupt_reported() -> None:
+    """A command that handled Ctrl-C itself (and printed its one line) says so: the entry point adds nothing."""
+    _interrupt["reported"] = True
+
+
 def report_interrupt(*, json_out: bool = False) -> None:
     """Ctrl-C: one line on stderr (nothing half-written is published: outputs are committed last)."""
+    if _interrupt["reported"]:
+        _interrupt["reported"] = False
+        return
     err_console.print("interrupted (Ctrl-C): nothing was published", highlight=False)
     if json_out:
         emit_json({"schema": ERROR_SCHEMA, "error": {"code": "interrupted", "category": "interrupted", "rule": None,

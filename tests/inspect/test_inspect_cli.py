@@ -67,7 +67,9 @@ def test_rejected_file_is_one_line_on_stderr_exit_1(tmp_path, capsys):
     bad.write_bytes(b"GGUF\x07\x00\x00\x00" + b"\0" * 16)
     assert main(["inspect", str(bad), "--json"]) == 1
     cap = capsys.readouterr()
-    assert cap.out == "" and "unsupported GGUF version" in cap.err and "byte order unknown" in cap.err
+    assert "unsupported GGUF version" in cap.err and "byte order unknown" in cap.err
+    err = json.loads(cap.out)["error"]  # with --json, the error is also one document on stdout (docs/cli.md §Errors)
+    assert err["code"] == "target_unavailable" and err["rule"] == "gguf_version"
     assert str(bad) in cap.err and len(cap.err.strip().splitlines()) == 1
 
 
