@@ -233,3 +233,36 @@ def _check_string(value, raw: bytes, lims) -> None:
         assert value == text
         if lims is not None:
             assert "string_not_utf8" not in lims
+
+
+def _expected_outcome(seed: int, kind: str, tensors: list[dict] | None) -> str:
+    """``loaded``, ``unpadded`` (loaded with data_section_unpadded) or the refusal rule."""
+    if kind in REFUSED:
+        return REFUSED[kind]
+    if kind != "DATA_NOT_ENOUGH_DATA":
+        return "loaded"
+    last = expected_tensors(seed, kind)[-1]
+    elements = int(np.prod(last["dims"]))
+    if tensors is not None and tensors[-1]["byte_length"] is None:
+        return "loaded"  # an ambiguous type id: the shortfall cannot be measured
+    block, size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(last["type_id"])]
+    size = 36 if last["type_id"] == 9 else size  # ggml's Q8_1 (gguf-py lists 40)
+    return "gguf_tensor_range" if elements // block * size % 32 == 0 else "unpadded"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(3, 27))
+def test_more_seeds_of_every_kind(tmp_path, seed):
+    for kind in KINDS:
+        path = tmp_path / f"{kind}.gguf"
+        path.write_bytes(handcrafted_file(seed, kind))
+        try:
+            record = inspect_model_artifact(path)
+        except SourceError as exc:
+            assert exc.rule == _expected_outcome(seed, kind, None), (kind, str(exc))
+            continue
+        codes = {lim["code"] for lim in record["limitations"]}
+        outcome = "unpadded" if "data_section_unpadded" in codes else "loaded"
+        assert outcome == _expected_outcome(seed, kind, record["tensors"]), kind
+        if KINDS[kind].has_tensors:
+            assert [r["name"] for r in record["tensors"]] == [t["name"] for t in expected_tensors(seed, kind)]
