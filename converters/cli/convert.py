@@ -140,15 +140,18 @@ class _Bars:
         self.sizes: dict[str, int] = {}
         self.tasks: dict[str, tuple[int, int]] = {}  # object id → (task, bytes so far)
         self.total = None
+        self.started = False
 
     def plan(self, objects) -> None:
         """The objects are known: the bar starts now (so an argument or input error prints no bar line)."""
         self.sizes = {o.id: o.bytes for o in objects}
         self.progress.start()
+        self.started = True
         self.total = self.progress.add_task("total", total=sum(self.sizes.values()))
 
     def stop(self) -> None:
-        self.progress.stop()
+        if self.started:  # a bar never started prints nothing (rich's stop writes a newline when not a terminal)
+            self.progress.stop()
 
     def advance(self, object_id: str, n: int) -> None:
         with self.lock:

@@ -41,6 +41,14 @@ def _cell(v) -> str:
     return s if len(s) <= MAX_CELL else s[:MAX_CELL - 1] + "…"
 
 
+def _count(value) -> str:
+    """A count as every table prints numbers (1,456,624); the evidence keeps 64-bit counts as decimal strings."""
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
 def _shape(shape) -> str:
     if shape is None:
         return "-"
@@ -60,7 +68,7 @@ def _print_record(rec: dict) -> None:
             ["size", f"{art['size']:,}"], ["header length", f"{art['header_length']:,}"],
             ["header sha256", art["header_sha256"]], ["sha256", art["sha256"] or "(not computed)"],
             ["bytes read", f"{art['bytes_read']:,}"], ["identity", art["identity"]],
-            ["tensors", tot["tensor_count"]], ["parameters", tot["parameter_count"]],
+            ["tensors", tot["tensor_count"]], ["parameters", _count(tot["parameter_count"])],
             ["bytes (declared)", "unknown" if tot["bytes"] is None else f"{tot['bytes']:,}"],
             ["chat template", "present" if rec["chat_template"]["present"] else "absent"]]
     rows += [[k, _cell(v)] for k, v in rec.get("details", {}).items() if not isinstance(v, dict | list)]
@@ -73,7 +81,7 @@ def _print_record(rec: dict) -> None:
                           r["file_offset"], "unknown" if r["byte_length"] is None else r["byte_length"],
                           r["storage_validation"]] for r in rec["tensors"]]))
     console.print(table("per-type totals", ["type", "type_id", "tensors", "parameters", "bytes"],
-                        [[r["type"], r["type_id"], r["tensor_count"], r["parameter_count"],
+                        [[r["type"], r["type_id"], r["tensor_count"], _count(r["parameter_count"]),
                           "unknown" if r["bytes"] is None else f"{r['bytes']:,}"] for r in rec["types"]]))
     for lim in rec["limitations"]:
         console.print(f"[yellow]limitation[/] {lim['code']}: {lim['message']} ({len(lim['tensors'])} tensors)")
@@ -121,7 +129,7 @@ def _print_summary(s: dict) -> None:
     rows = [["status", s["status"]], ["format", s["format"]], ["path", art["path"]], ["size", art["size"]],
             ["header sha256", art["header_sha256"]], ["sha256", art["sha256"] or "(not computed)"],
             ["tensors", s["counts"]["tensors"]], ["metadata", s["counts"]["metadata"]],
-            ["parameters", s["totals"]["parameter_count"]], ["parent evidence", s["parent_evidence_id"]],
+            ["parameters", _count(s["totals"]["parameter_count"])], ["parent evidence", s["parent_evidence_id"]],
             ["evidence output", s["evidence_output"] or "-"]]
     console.print(table("summary", ["field", "value"], rows))
     console.print(table("header metadata", ["key", "type", "value"],

@@ -187,3 +187,33 @@ def test_inspect_ninfer_shows_components_by_format_recipe_and_exactness(gguf, tm
     assert set(c["exactness"]) == {"bit-exact", "value-exact", "requantized"}
     rc, stdout, _ = run(capsys, "inspect", art)
     assert rc == 0 and "components × formats" in stdout and "--output-tensor-type bf16" in stdout
+
+
+def test_ctrl_c_prints_one_line_and_exits_130(gguf, tmp_path, capsys, monkeypatch):
+    import converters.scaleout.run as run_module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_module, "run_conversion", interrupted)
+    rc, stdout, err = run(capsys, "gguf2ninfer", gguf, tmp_path / "i.ninfer")
+    assert rc == 130 and stdout == ""
+    assert err.strip().splitlines() == ["interrupted (Ctrl-C): nothing was published"]
+    rc, stdout, _ = run(capsys, "gguf2ninfer", gguf, tmp_path / "i.ninfer", "--json")
+    assert rc == 130 and json.loads(stdout)["error"]["code"] == "interrupted"
+
+
+def test_an_input_error_prints_no_progress_line_first(tmp_path, capsys):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\xff" * 60)
+    rc, stdout, err = run(capsys, "gguf2ninfer", bad, tmp_path / "o.ninfer")
+    assert rc == 1 and stdout == ""
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error: ")
+
+
+def test_summary_throughput_is_the_writing_rate(gguf, tmp_path, capsys):
+    rc, stdout, _ = run(capsys, "gguf2ninfer", gguf, tmp_path / "t.ninfer", "--json", "--no-verify")
+    s = json.loads(stdout)
+    assert s["write_seconds"] <= s["seconds"]
+    assert abs(s["write_bytes_per_second"] * s["write_seconds"] - s["total_bytes"]) < 0.01 * s["total_bytes"]
+    assert s["write_bytes_per_second"] >= s["bytes_per_second"]
