@@ -143,6 +143,8 @@ def gguf_facts(hdr: GGUFHeader) -> dict:
         "metadata": metadata_rows(hdr),
         "tensors": tensors,
         "limitations": limitations + header_limitations(hdr),
+        "unknowns": [] if hdr.data_present else [
+            "tensor data: a metadata-only file holds none of the declared tensor bytes (ranges are declarations)"],
         "chat_template": chat_template(hdr),
         "retained_bytes": hdr.retained_bytes,
     }

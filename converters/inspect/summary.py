@@ -26,7 +26,9 @@ def summarize(record: dict, *, page: dict | None = None, evidence_output=None) -
                  for r in record.get("metadata", []) if _short(r)][:MAX_HEADER_METADATA]
     lims = record.get("limitations", [])
     shown = [{"code": lim["code"], "type": lim.get("type"), "message": lim["message"],
-              "tensor_count": len(lim.get("tensors", []))} for lim in lims[:MAX_WARNINGS]]
+              "tensor_count": len(lim.get("tensors", [])),
+              **({"metadata_count": len(lim["metadata"])} if "metadata" in lim else {})}
+             for lim in lims[:MAX_WARNINGS]]
     out = {
         "schema": SCHEMA,
         "parent_evidence_id": record["evidence_id"],

@@ -143,3 +143,11 @@ def test_unpadded_last_tensor_is_reported_not_refused(tmp_path):
         assert parse_gguf(f).padding_short_by == 20
     finally:
         f.close()
+
+
+def test_summary_counts_the_metadata_rows_of_a_value_limitation(odd_values, tmp_path):
+    s = inspect_model_artifact(odd_values, detail="summary")
+    shown = {w["code"]: w for w in s["warnings"]["shown"]}
+    assert shown["string_not_utf8"]["metadata_count"] == 3 and shown["bool_not_canonical"]["metadata_count"] == 2
+    meta_only = _meta_only(tmp_path, ("a", [64], Q.F32, 256, 0))
+    assert any(u.startswith("tensor data: a metadata-only file") for u in inspect_model_artifact(meta_only)["unknowns"])
