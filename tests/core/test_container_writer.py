@@ -54,8 +54,9 @@ def new_writer(path, **kw) -> ArtifactWriter:
                                "text/final_norm": {"object": "w.norm"},
                                "text/first_rows": Binding.of_parts([("w.embed", (16, 48))]),
                                "text/perm": Binding.whole("w.perm")})
+    # an auxiliary the container accepts on a bf16 matrix (input_columns is for gguf_* only, container §8)
     kw.setdefault("uses", [Use("text/output_head", "text/final_hidden", "AllowA8",
-                               {"input_columns": Binding.whole("w.perm")})])
+                               {"activation_input_divisor": Binding.of_parts([("w.norm", (0, 1))])})])
     return ArtifactWriter(path, components={"text": Component({"architectures": ["Test"]},
                                                               resources={"tokenizer.json": "r.tok"})},
                           metadata={"name": "t"}, provenance={"by": "test"}, **kw)
@@ -92,7 +93,7 @@ def test_round_trip_values(tmp_path):
         assert np.array_equal(np.frombuffer(art.object_bytes("w.perm"), "<i4"), PERM)
         assert art.resource("r.tok") == TOKENIZER
         assert art.metadata["name"] == "t" and art.provenance == {"by": "test"}
-        assert art.uses[0].auxiliaries["input_columns"].object == "w.perm"
+        assert art.uses[0].auxiliaries["activation_input_divisor"].parts[0].object == "w.norm"
         assert art.bindings["text/first_rows"].object_ids == ("w.embed",)
         offsets = [o.offset for o in art.objects]
         assert offsets[0] == 0 and all(o.offset % 256 == 0 for o in art.objects if o.kind == "tensor")
