@@ -18,6 +18,9 @@ import yaml
 MAX_FILE_BYTES = 4 * 1024 * 1024
 
 Path_ = tuple[str | int, ...]
+#: libyaml's composer when PyYAML has it (the same safe constructor and marks, about 7x faster: the shipped
+#: mappings and recipes compose in 0.07 s instead of 0.54 s, a fixed cost of every conversion)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class LocatedError(ValueError):
@@ -59,7 +62,7 @@ def load_located(path: str | Path) -> Located:
 
 
 def parse_located(text: str, file: str) -> Located:
-    loader = yaml.SafeLoader(text)
+    loader = _LOADER(text)
     try:
         try:
             node = loader.get_single_node()
