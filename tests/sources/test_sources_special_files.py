@@ -55,6 +55,15 @@ def test_fifo_source_is_a_typed_error(tmp_path, opener):
         opener(fifo(tmp_path / "m.gguf"))
 
 
+@pytest.mark.parametrize("command", [["repack", "{f}", "{o}"], ["validate", "{f}"], ["inspect", "{f}"],
+                                     ["verify", "{f}"]])
+def test_fifo_given_to_a_command_is_one_typed_line(tmp_path, capsys, command):
+    f, o = fifo(tmp_path / "f"), tmp_path / "o.ninfer"
+    assert cli_main([a.format(f=f, o=o) for a in command]) != 0
+    err = capsys.readouterr().err
+    assert "not a regular file" in err and "Traceback" not in err and not o.exists()
+
+
 def test_fifo_hf_config_is_a_typed_error(tmp_path):
     hf = qwen35.write_hf_dir(tmp_path / "hf")
     fifo(hf / "config.json")
