@@ -384,7 +384,10 @@ def _measure(plan: Plan, objects: list, producer: Producer, result: Result, work
 def metadata_of(model: Model, plan: Plan) -> dict:
     name = None
     if model.source.kind == "gguf":
-        name = model.source.metadata.get("general.name")
+        meta = model.source.metadata
+        # a name that is not UTF-8 (docs/inspect.md §Non-canonical metadata values) gives the file name
+        read = getattr(meta, "exact", meta.get)
+        name = read("general.name") if "general.name" in meta else None
     if not isinstance(name, str) or not name:
         name = model.source.path.name
     return {"name": name,
