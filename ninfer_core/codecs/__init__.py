@@ -145,16 +145,22 @@ def decode(format: str, layout: str, shape: Sequence[int], data, *, divisors: in
 
 
 def encode(format: str, layout: str, array, *, encoder: str = "absmax", divisors: int = 1,
-           as_array: bool = False) -> bytes | np.ndarray:
+           as_array: bool = False, weights=None) -> bytes | np.ndarray:
     """Encode ``array`` (its shape is the object's logical shape) with the named encoder. ``as_array``: the
-    uint8 array the bytes were built in, without the ``bytes`` copy (docs/io-speed.md §Write path)."""
+    uint8 array the bytes were built in, without the ``bytes`` copy (docs/io-speed.md §Write path).
+    ``weights``: importance per column ``(K,)`` or per element ``(N, K)`` — the ``mse`` search then minimises
+    the weighted squared error (formats whose trait ``importance_weighted`` is true; docs/imatrix.md)."""
     x = np.asarray(array)
     if not (x.dtype.kind in "fiu" or x.dtype.type in _ML_FLOATS):
         raise fail(f"cannot encode an array of dtype {x.dtype} as {format}", "input_dtype")
     codec, geom = _codec(format, layout, x.shape, divisors)
     if encoder not in ENCODERS:
         raise fail(f"unknown encoder {encoder!r} (known: {', '.join(ENCODERS)})", "unknown_encoder")
-    out = codec.encode(geom, x, encoder)
+    w = None
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float32)
+        w = w.reshape(1, -1) if w.ndim == 1 else w.reshape(geom.n_rows, -1)
+    out = codec.encode(geom, x, encoder, w)
     return out if as_array else out.tobytes()
 
 

@@ -262,6 +262,7 @@ class Codec:
     tolerance_class: ClassVar[str]  # the accuracy class of a requantization into this format
     ggml_passthrough: ClassVar[bool] = False  # GGML blocks stored as they are
     integer_word: ClassVar[str | None] = None  # numpy type of the words when they hold integers
+    importance_weighted: ClassVar[bool] = False  # encode_block takes per-column weights (docs/imatrix.md)
 
     def __init_subclass__(cls, fmt: str | None = None, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -354,8 +355,9 @@ class Codec:
         return out.reshape(geom.shape) if rows is None else out
 
     @classmethod
-    def encode(cls, geom: Geometry, x: np.ndarray, encoder: str) -> np.ndarray:
-        """The encoded object as the uint8 array it is built in (``codecs.encode`` makes ``bytes`` of it)."""
+    def encode(cls, geom: Geometry, x: np.ndarray, encoder: str, weights: np.ndarray | None = None) -> np.ndarray:
+        """The encoded object as the uint8 array it is built in (``codecs.encode`` makes ``bytes`` of it).
+        ``weights``: float32 importance ``(1, K)`` or ``(rows, K)`` for a codec with ``importance_weighted``."""
         if encoder not in cls.encoders:
             raise fail(f"encoder {encoder!r} is not available for {cls.format} (available: "
                        f"{', '.join(cls.encoders)})", "encoder_unsupported", cls.section)
@@ -363,9 +365,19 @@ class Codec:
         views = cls.plane_views(geom, buf)
         xr = x.reshape(geom.n_rows, -1) if x.ndim != 2 else x
         ctx = cls.encode_context(geom, xr)
+        if weights is not None:
+            if not cls.importance_weighted:
+                raise fail(f"{cls.format} has no importance-weighted encoder", "encoder_unsupported", cls.section)
+            if weights.ndim != 2 or weights.shape[1] != xr.shape[1] or weights.shape[0] not in (1, xr.shape[0]):
+                raise fail(f"importance weights of shape {list(weights.shape)} do not fit {list(xr.shape)}",
+                           "importance_shape", "docs/imatrix.md §Weighted search")
 
         def work(r0: int, r1: int) -> None:
-            cls.encode_block(geom, xr, views, r0, r1, encoder, ctx)
+            if weights is None:
+                cls.encode_block(geom, xr, views, r0, r1, encoder, ctx)
+            else:
+                w = weights if weights.shape[0] == 1 else weights[r0:r1]
+                cls.encode_block(geom, xr, views, r0, r1, encoder, ctx, weights=w)
 
         run_row_blocks(geom.n_rows, cls.block_rows(geom), work)
         return buf

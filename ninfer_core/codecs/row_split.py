@@ -33,6 +33,7 @@ class RowSplitCodec(Codec):
     layout = "row_split_k128_v1"
     section = "storage-layouts §1"
     encoders = ENCODERS
+    importance_weighted = True
     bits: ClassVar[int]
     low_bits: ClassVar[int]
     high_bits: ClassVar[int] = 0
@@ -131,7 +132,7 @@ class RowSplitCodec(Codec):
 
     @classmethod
     def encode_block(cls, geom: Geometry, x: np.ndarray, views: dict[str, np.ndarray], r0: int, r1: int,
-                     encoder: str, ctx: object) -> None:
+                     encoder: str, ctx: object, weights: np.ndarray | None = None) -> None:
         k, kp, g = geom.extra["K"], geom.extra["Kp"], geom.extra["groups"]
         rows = r1 - r0
         if k == kp and x.dtype == np.float32:
@@ -146,7 +147,10 @@ class RowSplitCodec(Codec):
         if not np.isfinite(m).all():
             i, j = np.argwhere(~np.isfinite(xb))[0]
             raise fail(f"{cls.format}: input element ({r0 + i}, {j}) is not finite", "non_finite_input", cls.section)
-        if encoder == "mse":
+        if weights is not None:  # the weighted search whichever encoder was named (docs/imatrix.md)
+            s16, v = scale_search.mse(x3, m, hi, lo, cls.vmin, cls.vmax, signed, cls.mse_factors,
+                                      _group_weights(weights, k, kp, g, cls.group))
+        elif encoder == "mse":
             s16, v = scale_search.mse(x3, m, hi, lo, cls.vmin, cls.vmax, signed, cls.mse_factors)
         else:
             s16, v = scale_search.absmax(x3, m, cls.vmin, cls.vmax, signed)
@@ -179,6 +183,15 @@ class RowSplitCodec(Codec):
                   & ~exp_all_ones, where)
         t.add("nonzero_padding", bits[:, real:] != 0, lambda ij: f"row {r0 + ij[0]}, group {real + ij[1]}")
         return t
+
+
+def _group_weights(w: np.ndarray, k: int, kp: int, g: int, group: int) -> np.ndarray:
+    """``(rows or 1, groups, G)`` float32 weights, padding columns weighted 0."""
+    if k == kp and w.dtype == np.float32 and w.flags.c_contiguous:
+        return w.reshape(w.shape[0], g, group)
+    out = np.zeros((w.shape[0], kp), dtype=np.float32)
+    out[:, :k] = w
+    return out.reshape(w.shape[0], g, group)
 
 
 class Q2(RowSplitCodec, fmt="q2_g64_fp16"):

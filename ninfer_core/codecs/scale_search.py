@@ -13,7 +13,8 @@ FP16 (65504): magnitudes beyond ``vmax * 65504`` are clipped, never turned into 
 - ``mse``: per group, try the multipliers ``f * s_base`` for a grid of factors ``f`` (for q2 from both the
   positive and the negative extreme), refit each by least squares for its codes
   (``s* = Σ x·v / Σ v²``), re-round the codes, and keep the candidate with the lowest squared error.
-  The ``absmax`` result is one of the candidates, so ``mse`` is never worse per group.
+  The ``absmax`` result is one of the candidates, so ``mse`` is never worse per group. Given importance
+  weights (an imatrix, docs/imatrix.md §Weighted search) the refit and the choice use ``Σ w (x - s v)²``.
 """
 
 from __future__ import annotations
@@ -76,18 +77,24 @@ def absmax(x: np.ndarray, m: np.ndarray, vmin: int, vmax: int, signed: bool) -> 
     return s16, np.rint(v, out=v)
 
 
-def _sse(x: np.ndarray, v: np.ndarray, s: np.ndarray) -> np.ndarray:
+def _sse(x: np.ndarray, v: np.ndarray, s: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
     d = np.multiply(v, s[..., None], out=scratch("residual", x.shape, np.float32))
     np.subtract(x, d, out=d)
-    return np.einsum("rgk,rgk->rg", d, d)
+    if w is None:
+        return np.einsum("rgk,rgk->rg", d, d)
+    wd = np.multiply(d, w, out=scratch("weighted", x.shape, np.float32))
+    return np.einsum("rgk,rgk->rg", wd, d)
 
 
 def mse(x: np.ndarray, m: np.ndarray, hi: np.ndarray | None, lo: np.ndarray | None, vmin: int, vmax: int,
-        signed: bool, factors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        signed: bool, factors: np.ndarray, w: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The ``mse`` search; with ``w`` (importance per element, broadcastable to ``x``: docs/imatrix.md
+    §Weighted search) every candidate is refit and judged by the weighted error ``Σ w (x - s v)²``."""
     best_s, v = absmax(x, m, vmin, vmax, signed)
     best_v = scratch("best_codes", x.shape, np.float32)
     np.copyto(best_v, v)
-    best_e = _sse(x, best_v, best_s.astype(np.float32))
+    best_e = _sse(x, best_v, best_s.astype(np.float32), w)
+    wx = x if w is None else np.multiply(x, w, out=scratch("weighted_x", x.shape, np.float32))
     if signed:
         bases = [np.maximum(hi, 0) / np.float32(vmax), np.minimum(lo, 0) / np.float32(vmax)]
     else:
@@ -95,8 +102,11 @@ def mse(x: np.ndarray, m: np.ndarray, hi: np.ndarray | None, lo: np.ndarray | No
     for base in bases:
         for f in factors:
             codes_for(x, to_fp16(base * np.float32(f)).astype(np.float32), vmin, vmax, v)
-            num = np.einsum("rgk,rgk->rg", x, v)
-            den = np.einsum("rgk,rgk->rg", v, v)
+            num = np.einsum("rgk,rgk->rg", wx, v)
+            if w is None:
+                den = np.einsum("rgk,rgk->rg", v, v)
+            else:
+                den = np.einsum("rgk,rgk->rg", np.multiply(v, w, out=scratch("weighted", x.shape, np.float32)), v)
             with np.errstate(divide="ignore", invalid="ignore"):
                 refit = np.where(den > 0, num / den, 0).astype(np.float32)
             if not signed:
@@ -104,7 +114,7 @@ def mse(x: np.ndarray, m: np.ndarray, hi: np.ndarray | None, lo: np.ndarray | No
             s16 = to_fp16(refit)
             s32 = s16.astype(np.float32)
             codes_for(x, s32, vmin, vmax, v)
-            e = _sse(x, v, s32)
+            e = _sse(x, v, s32, w)
             better = e < best_e
             best_e = np.where(better, e, best_e)
             best_s = np.where(better, s16, best_s)

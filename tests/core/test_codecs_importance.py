@@ -1,0 +1,56 @@
+"""The importance-weighted scale search (docs/imatrix.md §Weighted search)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ninfer_core import codecs
+
+WEIGHTED = ["q2_g64_fp16", "q4_g64_fp16", "q5_g64_fp16", "q6_g64_fp16", "q8_g32_fp16", "t2_g128_fp16"]
+
+
+def _case(k: int = 256, n: int = 48, seed: int = 3):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, k)).astype(np.float32)
+    w = (rng.lognormal(0.0, 1.5, k)).astype(np.float32)  # skewed column importance, as activations are
+    return x, w
+
+
+def _werr(fmt, x, data, w):
+    got = codecs.decode(fmt, "row_split_k128_v1", x.shape, data)
+    return float((((x - got) ** 2) * w).sum())
+
+
+@pytest.mark.parametrize("fmt", WEIGHTED)
+def test_weighted_search_lowers_the_weighted_error(fmt):
+    x, w = _case(k=200)  # K not a multiple of 128: padding columns
+    plain = codecs.encode(fmt, "row_split_k128_v1", x, encoder="mse")
+    weighted = codecs.encode(fmt, "row_split_k128_v1", x, encoder="mse", weights=w)
+    assert _werr(fmt, x, weighted, w) < _werr(fmt, x, plain, w)
+    assert not codecs.check(fmt, "row_split_k128_v1", x.shape, weighted)
+
+
+def test_uniform_weights_give_the_unweighted_bytes_and_none_changes_nothing():
+    x, _ = _case()
+    plain = codecs.encode("q4_g64_fp16", "row_split_k128_v1", x, encoder="mse")
+    assert codecs.encode("q4_g64_fp16", "row_split_k128_v1", x, encoder="mse", weights=np.ones(x.shape[1])) == plain
+    assert codecs.encode("q4_g64_fp16", "row_split_k128_v1", x, encoder="mse", weights=None) == plain
+
+
+def test_per_row_weights_and_absmax_name_use_the_search():
+    x, w = _case()
+    per_row = np.broadcast_to(w, x.shape).copy()
+    a = codecs.encode("q4_g64_fp16", "row_split_k128_v1", x, encoder="absmax", weights=w)
+    b = codecs.encode("q4_g64_fp16", "row_split_k128_v1", x, encoder="mse", weights=per_row)
+    assert a == b
+
+
+def test_weights_of_the_wrong_shape_or_format_are_refused():
+    x, w = _case()
+    with pytest.raises(codecs.EncodingError) as e:
+        codecs.encode("q4_g64_fp16", "row_split_k128_v1", x, encoder="mse", weights=w[:-1])
+    assert e.value.rule == "importance_shape"
+    with pytest.raises(codecs.EncodingError) as e:
+        codecs.encode("bf16", codecs.FORMATS["bf16"].layout, x, weights=w)
+    assert e.value.rule == "encoder_unsupported"
