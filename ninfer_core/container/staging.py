@@ -335,6 +335,17 @@ class StagedArtifact:
                 log.info("took back %s, published by an interrupted seal", final)
 
     def discard(self) -> None:
-        """Remove the staging directory without publishing anything."""
+        """Remove the staging directory without publishing anything — and the parts an interrupted seal
+        published without its entry (they carry the staged entry's ID; nothing else would remove them)."""
         self.close()
+        paths = [self.staging / _file_name(i) for i in range(len(self.plan.sizes))]
+        entry_id = head_artifact_id(paths[0], ENTRY_MAGIC)
+        if entry_id is not None and not os.path.lexists(self.entry):
+            for name in self.plan.names[1:]:
+                final = self.entry.parent / name
+                if head_artifact_id(final, PART_MAGIC) == entry_id:
+                    try:
+                        final.unlink()
+                    except OSError as exc:
+                        log.warning("cannot remove %s: %s", final, exc)
         shutil.rmtree(self.staging, ignore_errors=True)

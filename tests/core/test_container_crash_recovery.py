@@ -131,6 +131,17 @@ def test_seal_again_after_sigkill_while_sealing(tmp_path, step, phase):
         assert art.resource("r.a") == b"x" * 50000 and art.check_files() == []
 
 
+def test_discard_after_sigkill_while_sealing_removes_its_parts(tmp_path):
+    entry = tmp_path / "a.ninfer"
+    kill_while_publishing(entry, "staged", 4, "before-link")
+    assert len(visible(tmp_path)) == 3
+    StagedArtifact.open(staging_dir_for(entry)).discard()
+    assert os.listdir(tmp_path) == []
+    with new_writer(entry) as w:
+        w.write_object("r.a", b"y" * 50000)
+    assert sorted(os.listdir(tmp_path)) == ALL_FILES
+
+
 def _orphans_of(tmp_path: Path, pid: int) -> Path:
     """A dead-looking crash: parts 1-2 published with ID 0x11…, an entry temporary of ``pid`` with that ID."""
     entry = tmp_path / "a.ninfer"
