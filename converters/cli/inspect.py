@@ -42,7 +42,7 @@ def _cell(v) -> str:
 
 
 def _count(value) -> str:
-    """A count as every table prints numbers (1,456,624); the evidence keeps 64-bit counts as decimal strings."""
+    """A count as every table prints numbers (1,456,624); older stored evidence spells counts as decimal strings."""
     try:
         return f"{int(value):,}"
     except (TypeError, ValueError):

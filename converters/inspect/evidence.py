@@ -46,8 +46,6 @@ def type_rows(tensors: list[dict]) -> list[dict]:
             g["bytes"] += t["byte_length"]
         if t["storage_validation"] != "consistent":
             g["storage_validation"] = "unknown"
-    for g in groups.values():
-        g["parameter_count"] = str(g["parameter_count"])
     return list(groups.values())
 
 
@@ -55,7 +53,7 @@ def totals(tensors: list[dict]) -> dict:
     unknown = sum(1 for t in tensors if t["byte_length"] is None)
     return {
         "tensor_count": len(tensors),
-        "parameter_count": str(sum(int(t["parameter_count"]) for t in tensors)),
+        "parameter_count": sum(int(t["parameter_count"]) for t in tensors),
         "bytes": None if unknown else sum(t["byte_length"] for t in tensors),
         "tensors_with_unknown_bytes": unknown,
         "basis": "declarations; shared or duplicated weights are not deduplicated",

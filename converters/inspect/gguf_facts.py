@@ -99,7 +99,7 @@ def tensor_rows(hdr: GGUFHeader) -> tuple[list[dict], list[dict]]:
             "index": t.index, "name": t.name, "type": t.type_name, "type_id": t.type_id,
             "shape": dims_json(t.dims), "n_dims": len(t.dims), "relative_offset": t.rel_offset,
             "file_offset": t.file_offset, "byte_length": t.byte_length,
-            "storage_validation": t.storage_validation, "parameter_count": str(t.elements),
+            "storage_validation": t.storage_validation, "parameter_count": t.elements,
         }
         if t.block is not None:
             row["block"] = list(t.block)

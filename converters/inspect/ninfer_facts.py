@@ -118,7 +118,7 @@ def _objects(art, path) -> tuple[list[dict], list[dict], dict]:
                "type_id": None, "layout": obj.layout if tensor else obj.encoding,
                "shape": dims_json(obj.shape) if tensor else None, "offset": obj.offset,
                "file_offset": spans[0]["file_range"][0] if spans else None, "byte_length": obj.bytes,
-               "storage_validation": validation, "parameter_count": str(n if tensor else 0),
+               "storage_validation": validation, "parameter_count": n if tensor else 0,
                "files": spans, "spans_files": len(spans)}
         if tensor and obj.divisors != 1:
             row["divisors"] = obj.divisors
@@ -154,14 +154,14 @@ def _coverage(art, rows: list[dict], index: dict) -> tuple[list[dict], dict]:
             continue
         n = int(row["parameter_count"])
         got = _union(bound.get(row["name"], []))
-        row["bound_elements"], row["referenced_by"] = str(got), len(refs.get(row["name"], ()))
+        row["bound_elements"], row["referenced_by"] = got, len(refs.get(row["name"], ()))
         total, covered = total + n, covered + got
         if got == 0:
             unbound.append(row["name"])
         elif got < n:
-            partial.append({"object": row["name"], "bound_elements": str(got), "elements": str(n)})
+            partial.append({"object": row["name"], "bound_elements": got, "elements": n})
     unused_resources = sorted(r["name"] for r in rows if r["kind"] == "resource" and r["name"] not in resource_ids)
-    return bindings, {"tensor_elements": str(total), "bound_elements": str(covered),
+    return bindings, {"tensor_elements": total, "bound_elements": covered,
                       "fully_bound": len([r for r in rows if r["kind"] == "tensor"]) - len(partial) - len(unbound),
                       "partially_bound": partial, "unbound_objects": unbound,
                       "unreferenced_resources": unused_resources,

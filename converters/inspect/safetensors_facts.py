@@ -22,7 +22,7 @@ def _rows(tensors, *, data_start: dict, file_of: dict | None = None) -> list[dic
         row = {
             "index": i, "name": t.name, "type": t.dtype, "type_id": None, "shape": dims_json(t.shape),
             "data_offsets": [t.begin, t.end], "file_offset": start + t.begin, "byte_length": t.end - t.begin,
-            "storage_validation": t.storage_validation, "parameter_count": str(t.elements),
+            "storage_validation": t.storage_validation, "parameter_count": t.elements,
         }
         if file_of is not None:
             row["file"] = file_of[t.name]

@@ -68,14 +68,14 @@ def test_gguf_evidence_rows_totals_limitations(typed_gguf):
     assert ev["schema"] == SCHEMA and ev["status"] == "complete" and ev["format"] == "gguf"
     t = ev["tensors"]
     assert [r["index"] for r in t] == list(range(5))
-    assert t[0]["shape"] == ["64", "3"] and t[0]["byte_length"] == 768 and t[0]["parameter_count"] == "192"
+    assert t[0]["shape"] == ["64", "3"] and t[0]["byte_length"] == 768 and t[0]["parameter_count"] == 192
     assert (t[1]["type"], t[1]["type_id"], t[1]["byte_length"], t[1]["storage_validation"]) == (
         "Q4_K", 12, None, "unknown")
     assert t[2]["type"] == "AMBIGUOUS_23" and t[4]["byte_length"] == 0
     types = {r["type"]: r for r in ev["types"]}
     assert types["F32"]["bytes"] == 768 and types["Q4_K"]["bytes"] is None
-    assert types["AMBIGUOUS_23"]["tensor_count"] == 2 and types["AMBIGUOUS_23"]["parameter_count"] == "512"
-    assert ev["totals"]["bytes"] is None and ev["totals"]["parameter_count"] == str(192 + 512 + 512)
+    assert types["AMBIGUOUS_23"]["tensor_count"] == 2 and types["AMBIGUOUS_23"]["parameter_count"] == 512
+    assert ev["totals"]["bytes"] is None and ev["totals"]["parameter_count"] == 192 + 512 + 512
     assert ev["totals"]["tensors_with_unknown_bytes"] == 3
     lims = {lim["code"]: lim for lim in ev["limitations"]}
     assert lims["k_quant_block_unknown"]["tensors"] == [1]

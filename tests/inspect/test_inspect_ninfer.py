@@ -47,9 +47,9 @@ def test_split_artifact_objects_span_files_and_binding_coverage(split):
         "bf16", "contiguous_le_v1", ["4", "1024"], 8192, 0)
     assert [s["file"] for s in a["files"]] == [0, 1] and a["spans_files"] == 2
     assert a["files"][0]["payload_range"] == [0, 4096] and a["files"][1]["file_range"] == [4096, 8192]
-    assert rows["w.b"]["bound_elements"] == "4" and rows["w.b"]["parameter_count"] == "8"
+    assert rows["w.b"]["bound_elements"] == 4 and rows["w.b"]["parameter_count"] == 8
     cov = ev["binding_coverage"]
-    assert cov["partially_bound"] == [{"object": "w.b", "bound_elements": "4", "elements": "8"}]
+    assert cov["partially_bound"] == [{"object": "w.b", "bound_elements": 4, "elements": 8}]
     assert cov["unbound_objects"] == [] and cov["fully_bound"] == 1
     assert [f["state"] for f in ev["files"]] == ["ok", "ok", "ok"]
     assert ev["artifact"]["kind"] == "file-set" and len(ev["artifact"]["files"]) == 3
