@@ -246,6 +246,9 @@ def _options(kind: str):
                                     "gates against the source and end with one verdict line (default on)."),
         verify_sweep: bool = typer.Option(False, "--verify-sweep", help="The acceptance compares every layer "
                                           "(default: a sample of layers)."),
+        imatrix: Path = typer.Option(None, "--imatrix", help="llama.cpp importance matrix (GGUF .imatrix or legacy "
+                                     ".dat): requantized objects minimise the importance-weighted error "
+                                     "(docs/imatrix.md)."),
     ) -> None:
         from converters.cli.repack import parse_byte_size
         from converters.cli.ternary_env import default_template
@@ -263,10 +266,13 @@ def _options(kind: str):
         if overrides and (plan_only is not None or backend != "local"):
             raise typer.BadParameter("format overrides are not carried by a staged conversion's plan file; "
                                      "convert in one process", param_hint="--tensor-type")
+        if imatrix is not None and (plan_only is not None or backend != "local"):
+            raise typer.BadParameter("importance weights are not carried by a staged conversion's plan file; "
+                                     "convert in one process", param_hint="--imatrix")
         options = ConvertOptions(source, output, kind=kind, recipe=recipe, template=template, max_file_bytes=limit,
                                  only_layer=only_layer, dry_run=dry_run, components=comps, workers=workers,
                                  inputs={"mmproj": mmproj, "drafter": list(drafter or []) or None}, proposal=request,
-                                 format_overrides=overrides, **staging)
+                                 format_overrides=overrides, imatrix=imatrix, **staging)
         bars = _Bars(byte_progress(disable=json_out or dry_run or options.staged))
         try:
             outcome = run_conversion(options, on_plan=bars.plan, progress=bars.advance,

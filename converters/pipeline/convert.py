@@ -41,6 +41,7 @@ from converters import __version__
 from converters.errors import ConversionError
 from converters.mapping.recipes import Recipe, load_recipe
 from converters.model.engine import Model, open_model
+from converters.pipeline.importance import plan_importance
 from converters.pipeline.plan import make_plan
 from converters.pipeline.planned import Plan, PlannedLiteral, PlannedResource, PlannedTensor, needs_measure
 from converters.pipeline.produce import ErrorStats, Producer
@@ -49,6 +50,7 @@ from converters.pipeline.proposal import prepare as prepare_proposal
 from converters.pipeline.template import BorrowedObject, apply_template, prefix
 from converters.sources.frontend import TEXT_ROLES, frontend_resources
 from converters.sources.hadamard import read_rotation
+from converters.sources.imatrix import read_imatrix
 from converters.sources.kind import wrong_kind
 from converters.sources.ternary import prove_objects
 from ninfer_core import ArtifactWriter, open_artifact
@@ -126,6 +128,10 @@ class Result:
             "exactness": dict(Counter(r["exactness"] for r in produced)),
             "only_layer": self.plan.only_layer, "notes": list(self.plan.notes),
         }
+        if self.plan.importance is not None:
+            imp = self.plan.importance.to_json()
+            out["importance"] = {k: imp[k] for k in ("file", "sha256", "objects_weighted", "objects_unweighted")}
+            out["importance"]["missing"] = len(imp["missing"])
         if not self.dry_run:
             out.update(artifact_id=self.artifact_id, files=self.files, seconds=round(self.seconds, 3),
                        bytes_per_second=round(total / self.seconds) if self.seconds > 0 else None,
@@ -192,6 +198,7 @@ class ConvertOptions:
     backend: str = "local"
     scheduler: str | None = None
     format_overrides: tuple = ()  # converters.mapping.overrides.FormatOverride (not staged: the plan file lacks them)
+    imatrix: Path | None = None  # llama.cpp importance file (docs/imatrix.md; not staged either)
 
     @property
     def staged(self) -> bool:
@@ -208,6 +215,7 @@ class ConvertOptions:
                   else None for k, v in (self.inputs or {}).items()} or None
         return dataclasses.replace(self, source=Path(self.source).resolve(), inputs=inputs,
                                    template=Path(self.template).resolve() if self.template is not None else None,
+                                   imatrix=Path(self.imatrix).resolve() if self.imatrix is not None else None,
                                    components=parse_components(self.components))
 
 
@@ -222,7 +230,7 @@ def convert_with(options: ConvertOptions, *, on_plan: Callable[[list], None] | N
                    only_layer=o.only_layer, dry_run=o.dry_run, components=o.components, inputs=o.inputs,
                    workers=o.workers, expect_kind=o.kind, progress=progress, on_plan=on_plan,
                    artifact_id=o.artifact_id, proposal=o.proposal, artifact_id_from_content=o.artifact_id_from_content,
-                   format_overrides=o.format_overrides)
+                   format_overrides=o.format_overrides, imatrix=o.imatrix)
 
 
 def convert(source, output, *, recipe: str | Path | None = None, template: str | Path | None = None,
@@ -231,7 +239,7 @@ def convert(source, output, *, recipe: str | Path | None = None, template: str |
             expect_kind: str | None = None, progress: Callable[[str, int], None] | None = None,
             on_plan: Callable[[list], None] | None = None, artifact_id: bytes | str | None = None,
             proposal: ProposalRequest | None = None, artifact_id_from_content: bool = False,
-            format_overrides: tuple = ()) -> Result:
+            format_overrides: tuple = (), imatrix: str | Path | None = None) -> Result:
     """Convert ``source`` (GGUF file or HF directory) into the artifact ``output``.
 
     ``recipe``: shipped name or path (default: the template's ``metadata.identity.weights_id`` when it
@@ -243,11 +251,12 @@ def convert(source, output, *, recipe: str | Path | None = None, template: str |
     ``on_plan(objects)`` is called once the output's objects are known; ``progress(object_id, nbytes)``
     as bytes are written (from worker threads). ``artifact_id`` (16 bytes / 32 hex) or
     ``artifact_id_from_content`` (:mod:`ninfer_core.container.contentid`) make the output reproducible:
-    the same inputs give byte-identical files whatever ``workers`` is."""
+    the same inputs give byte-identical files whatever ``workers`` is. ``imatrix``: a llama.cpp importance
+    file whose weights the requantizing encoders minimise against (docs/imatrix.md)."""
     started = time.perf_counter()
     with open_conversion(source, output, recipe=recipe, template=template, only_layer=only_layer, dry_run=dry_run,
                          components=components, inputs=inputs, expect_kind=expect_kind, proposal=proposal,
-                         format_overrides=format_overrides) as c:
+                         format_overrides=format_overrides, imatrix=imatrix) as c:
         result = c.result
         if on_plan is not None:
             on_plan(c.objects)
@@ -279,13 +288,15 @@ class Conversion:
 def open_conversion(source, output, *, recipe: str | Path | None = None, template: str | Path | None = None,
                     only_layer: int | None = None, dry_run: bool = False, components: Iterable[str] = ("text",),
                     inputs: dict | None = None, expect_kind: str | None = None,
-                    proposal: ProposalRequest | None = None, format_overrides: tuple = ()) -> Iterator[Conversion]:
+                    proposal: ProposalRequest | None = None, format_overrides: tuple = (),
+                    imatrix: str | Path | None = None) -> Iterator[Conversion]:
     """Steps 1–3 of :func:`convert` (same parameters): refuse an existing output, load the recipe, open and
     bind the source, plan, apply the template. The model and template stay open inside the block (the
     staged conversion of :mod:`converters.scaleout` produces objects from it in other processes)."""
     output = Path(output)
     if not dry_run:
         check_output_free(output, source=source if isinstance(source, (str, os.PathLike)) else None)
+    weights = read_imatrix(imatrix) if imatrix is not None else None  # a bad file is refused before the source
     tpl = open_artifact(template) if template is not None else None
     try:
         rec = load_recipe(recipe if recipe is not None else template_recipe(tpl))
@@ -297,8 +308,10 @@ def open_conversion(source, output, *, recipe: str | Path | None = None, templat
                                  command=CONVERT_COMMAND[expect_kind])
             plan = plan_conversion(model, rec, only_layer=only_layer, proposal=proposal)
             objects = apply_template(plan, tpl) if tpl is not None else list(plan.objects)
+            if weights is not None:
+                plan.importance = plan_importance(weights, objects, model.sources, plan.bound.architecture)
             yield Conversion(model, rec, plan, objects, Result(output, plan, objects, dry_run),
-                             Producer(model.sources, hadamard_seed=rec.hadamard_seed))
+                             Producer(model.sources, hadamard_seed=rec.hadamard_seed, importance=plan.importance))
     finally:
         if tpl is not None:
             tpl.close()
@@ -413,6 +426,8 @@ def provenance_of(model: Model, plan: Plan, objects: list, result: Result) -> di
                 entry["measured_error"] = stats.to_json()
             if o.id in result.proofs:
                 entry["exactness_check"] = result.proofs[o.id]
+            if plan.importance is not None and (imp := plan.importance.object_record(o.id)) is not None:
+                entry["importance"] = imp
             per_object[o.id] = entry
         elif isinstance(o, PlannedLiteral):
             per_object[o.id] = {"generated": o.note, "exactness": "bit-exact"}
@@ -435,6 +450,7 @@ def provenance_of(model: Model, plan: Plan, objects: list, result: Result) -> di
         "frontend": fr_prov,
         "skipped_tensors": dict(sorted(plan.bound.skipped.items())),
         "only_layer": plan.only_layer,
+        **({"importance": plan.importance.to_json()} if plan.importance is not None else {}),
         "objects": per_object,
     }
 

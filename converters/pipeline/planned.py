@@ -127,6 +127,7 @@ class Plan:
     bound: BoundModel
     only_layer: int | None = None
     notes: list[str] = field(default_factory=list)
+    importance: object = None  # converters.pipeline.importance.Importance with --imatrix (docs/imatrix.md)
 
     def object(self, object_id: str):
         for o in self.objects:

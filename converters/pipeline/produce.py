@@ -131,9 +131,10 @@ class Block:
 class Producer:
     """Makes the bytes of planned objects from the conversion's sources."""
 
-    def __init__(self, sources: dict, *, hadamard_seed: int | None = None) -> None:
+    def __init__(self, sources: dict, *, hadamard_seed: int | None = None, importance=None) -> None:
         self.sources = sources
         self.hadamard_seed = hadamard_seed
+        self.importance = importance  # converters.pipeline.importance.Importance (docs/imatrix.md) or None
         self._signs: dict[int, np.ndarray] = {}
 
     def signs(self, width: int) -> np.ndarray:
@@ -242,7 +243,8 @@ class Producer:
                 else:
                     ref = self.reference(pc, a, b, rows)
                     values = self.values(pc, obj, a, b, rows) if ref is None else ref.astype(np.float32)
-                    yield self.encode_block(obj, pc.row_start + a, values, stats, ref=ref)
+                    weights = self.importance.weights(obj, pc) if self.importance is not None else None
+                    yield self.encode_block(obj, pc.row_start + a, values, stats, ref=ref, weights=weights)
 
     def values(self, pc: Piece, obj: PlannedTensor, a: int, b: int, rows: TensorRows | None = None) -> np.ndarray:
         """float32 values of member rows ``[a, b)`` after the chain (and the Hadamard rotation)."""
@@ -284,11 +286,12 @@ class Producer:
         return x
 
     def encode_block(self, obj: PlannedTensor, r0: int, values: np.ndarray, stats: ErrorStats, *,
-                     divisors: int = 1, ref: np.ndarray | None = None) -> Block:
+                     divisors: int = 1, ref: np.ndarray | None = None, weights: np.ndarray | None = None) -> Block:
         inner = axis0_rows(obj.shape)
         r0, shape = r0 // inner, (values.shape[0] // inner, *obj.shape[1:])
         x = values.reshape(shape)
-        data = codecs.encode(obj.format, obj.layout, x, encoder=obj.encoder, divisors=divisors, as_array=True)
+        data = codecs.encode(obj.format, obj.layout, x, encoder=obj.encoder, divisors=divisors, as_array=True,
+                             weights=weights)
         got = codecs.decode(obj.format, obj.layout, shape, data, divisors=divisors)
         stats.add(x, got)
         if ref is not None:

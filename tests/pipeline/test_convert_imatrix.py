@@ -1,0 +1,133 @@
+"""Conversions with a llama.cpp importance matrix (``--imatrix``, docs/imatrix.md): the weights follow the
+mapping, the weighted error falls, provenance says what was used, and a GGUF or an HF source both find
+their entries."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from converters.pipeline.convert import convert, open_conversion
+from converters.sources.gguf import open_gguf
+from converters.sources.imatrix import read_imatrix
+from ninfer_core import open_artifact
+from tests.support.imatrix_files import write_dat_imatrix, write_gguf_imatrix
+from tinymodels import qwen3, qwen35
+
+CFG3 = qwen3.config()
+CFG35 = qwen35.config()
+LEFT_OUT = "blk.0.ffn_down.weight"
+
+
+def _entries(gguf_path, seed=1, skip=()):
+    rng = np.random.default_rng(seed)
+    with open_gguf(gguf_path) as src:
+        return {n: rng.lognormal(0.0, 1.5, t.shape[-1]).astype(np.float32)
+                for n, t in src.tensors.items() if len(t.shape) == 2 and n.endswith(".weight") and n not in skip}
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    d = tmp_path_factory.mktemp("imatrix")
+    qwen3.write_gguf(d / "q3.gguf", CFG3, matrix_type="F32")
+    qwen3.write_hf_dir(d / "q3-hf", CFG3)
+    entries = _entries(d / "q3.gguf", skip=(LEFT_OUT,))
+    write_gguf_imatrix(d / "q3.imatrix", entries, datasets=("calib.txt",), chunk_count=7)
+    write_dat_imatrix(d / "q3.dat", entries, chunk_count=7, dataset="calib.txt")
+    convert(d / "q3.gguf", d / "plain.ninfer", recipe="groupwise-int", artifact_id="0" * 32)
+    convert(d / "q3.gguf", d / "weighted.ninfer", recipe="groupwise-int", artifact_id="0" * 32,
+            imatrix=d / "q3.imatrix")
+    return d, entries
+
+
+def _weighted_error(path, oid, x, w):
+    with open_artifact(path) as a:
+        got = a.object_array(oid)
+    return float((((x - got) ** 2) * w).sum())
+
+
+def test_provenance_records_the_file_and_each_object(made):
+    d, _ = made
+    im = read_imatrix(d / "q3.imatrix")
+    with open_artifact(d / "weighted.ninfer") as a:
+        prov = a.provenance
+    rec = prov["importance"]
+    assert rec["sha256"] == im.sha256 and rec["form"] == "gguf"
+    assert rec["datasets"] == ["calib.txt"] and rec["chunk_count"] == 7
+    assert any(LEFT_OUT in k for k in rec["missing"])
+    objs = prov["objects"]
+    used = {k for k, v in objs.items() if v.get("importance", {}).get("used")}
+    assert used and rec["objects_weighted"] == len(used)
+    down0 = [k for k, v in objs.items() if any(p["source"] == LEFT_OUT for p in v.get("pieces", []))]
+    assert down0 and all(objs[k]["importance"]["used"] is False for k in down0)
+    assert "no entry" in next(iter(objs[down0[0]]["importance"]["unweighted"].values()))
+    with open_artifact(d / "plain.ninfer") as a:
+        assert "importance" not in a.provenance
+
+
+def test_weighted_error_falls_where_weights_were_used(made):
+    d, entries = made
+    with open_artifact(d / "weighted.ninfer") as a:
+        objs = a.provenance["objects"]
+    with open_gguf(d / "q3.gguf") as src:
+        better = 0
+        for oid, rec in objs.items():
+            pieces = rec.get("pieces", [])
+            if not rec.get("importance", {}).get("used") or len(pieces) != 1 or pieces[0]["transforms"]:
+                continue
+            name = pieces[0]["source"]
+            x, w = src.array(name), entries[name]
+            plain, weighted = _weighted_error(d / "plain.ninfer", oid, x, w), _weighted_error(d / "weighted.ninfer",
+                                                                                                oid, x, w)
+            assert weighted <= plain * 1.0001, oid
+            better += weighted < plain * 0.97
+    assert better >= 3
+
+
+def test_dat_and_gguf_forms_give_the_same_bytes(made, tmp_path):
+    d, _ = made
+    convert(d / "q3.gguf", tmp_path / "dat.ninfer", recipe="groupwise-int", artifact_id="0" * 32,
+            imatrix=d / "q3.dat")
+    with open_artifact(tmp_path / "dat.ninfer") as a, open_artifact(d / "weighted.ninfer") as b:
+        for o in b.objects:
+            if o.kind == "tensor":
+                assert bytes(a.object_bytes(o.id)) == bytes(b.object_bytes(o.id)), o.id
+
+
+def test_hf_source_finds_entries_by_gguf_name(made, tmp_path):
+    d, _ = made
+    with open_conversion(d / "q3-hf", tmp_path / "hf.ninfer", recipe="groupwise-int", dry_run=True,
+                         imatrix=d / "q3.imatrix") as c:
+        imp = c.plan.importance
+    assert sum(r["used"] for r in imp.objects.values()) >= 3
+    assert any("ffn_down" in k or "down_proj" in k for k in imp.missing)
+
+
+def test_column_maps_apply_to_the_vector(tmp_path):
+    qwen35.write_gguf(tmp_path / "q35.gguf", CFG35, matrix_type="F32")
+    entries = _entries(tmp_path / "q35.gguf")
+    write_gguf_imatrix(tmp_path / "q35.imatrix", entries)
+    with open_conversion(tmp_path / "q35.gguf", tmp_path / "o.ninfer", recipe="groupwise-int", dry_run=True,
+                         imatrix=tmp_path / "q35.imatrix") as c:
+        imp = c.plan.importance
+        checked = 0
+        for o in c.objects:
+            for pc in getattr(o, "pieces", ()):
+                w = imp.vectors.get((o.id, pc.row_start))
+                if w is None or pc.source.chain.columns is None:
+                    continue
+                want = entries[pc.source.tensor][pc.source.chain.columns]
+                np.testing.assert_allclose(w, want / want.mean() + 1e-3, rtol=1e-5)
+                checked += 1
+    assert checked, "the tiny Qwen3.5 has column-permuted parameters (V-head order)"
+
+
+def test_a_bad_importance_file_is_refused_before_anything_is_written(made, tmp_path):
+    d, _ = made
+    bad = tmp_path / "bad.dat"
+    bad.write_bytes((d / "q3.dat").read_bytes()[:50])
+    from converters.errors import SourceFormatError
+
+    with pytest.raises(SourceFormatError):
+        convert(d / "q3.gguf", tmp_path / "x.ninfer", imatrix=bad)
+    assert not (tmp_path / "x.ninfer").exists()
