@@ -222,10 +222,11 @@ class Producer:
             if obj.divisors > 1 and obj.divisors == len(obj.pieces):
                 for pc in obj.pieces:  # one divisor per member: each member is encoded as its own object
                     values = self.values(pc, obj, 0, pc.rows)
-                    yield self.encode_block(obj, pc.row_start, values, stats)
+                    weights = self.importance.weights(obj, pc) if self.importance is not None else None
+                    yield self.encode_block(obj, pc.row_start, values, stats, weights=weights)
                 return
             values = np.concatenate([self.values(pc, obj, 0, pc.rows) for pc in obj.pieces])
-            yield self.encode_block(obj, 0, values, stats, divisors=obj.divisors)
+            yield self.encode_block(obj, 0, values, stats, divisors=obj.divisors, weights=self.stacked_weights(obj))
             return
         width = max(1, int(np.prod(tail)) if tail else 1)
         step = max(1, CHUNK_BYTES // (4 * width)) * axis0_rows(obj.shape)  # source rows, whole axis-0 rows
@@ -245,6 +246,18 @@ class Producer:
                     values = self.values(pc, obj, a, b, rows) if ref is None else ref.astype(np.float32)
                     weights = self.importance.weights(obj, pc) if self.importance is not None else None
                     yield self.encode_block(obj, pc.row_start + a, values, stats, ref=ref, weights=weights)
+
+    def stacked_weights(self, obj: PlannedTensor) -> np.ndarray | None:
+        """Per-row importance ``(rows, K)`` of an object encoded whole: each piece's rows take its vector
+        (ones where a piece has none), or None when no piece has one (docs/imatrix.md)."""
+        if self.importance is None:
+            return None
+        vecs = [self.importance.weights(obj, pc) for pc in obj.pieces]
+        if all(v is None for v in vecs):
+            return None
+        k = obj.shape[-1]
+        return np.concatenate([np.broadcast_to(v if v is not None else np.ones(k, np.float32), (pc.rows, k))
+                               for pc, v in zip(obj.pieces, vecs, strict=True)])
 
     def values(self, pc: Piece, obj: PlannedTensor, a: int, b: int, rows: TensorRows | None = None) -> np.ndarray:
         """float32 values of member rows ``[a, b)`` after the chain (and the Hadamard rotation)."""

@@ -25,8 +25,26 @@ def bf16_to_f32(words: np.ndarray) -> np.ndarray:
     return (words.astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
+#: row-scale candidates of the weighted search, as factors of the absmax scale (docs/imatrix.md)
+ROW_SCALE_FACTORS = np.linspace(0.8, 1.0, 5, dtype=np.float32)
+
+
+def _codes(xb: np.ndarray, s32: np.ndarray) -> np.ndarray:
+    """E4M3FN codes of ``xb / s`` per row, saturated to ±448 (no NaN code)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(s32 != 0, xb / s32, np.float32(0))
+    np.clip(q, -E4M3_MAX, E4M3_MAX, out=q)
+    return q.astype(ml_dtypes.float8_e4m3fn)
+
+
+def _row_error(xb: np.ndarray, q: np.ndarray, s32: np.ndarray, w: np.ndarray) -> np.ndarray:
+    d = xb - q.astype(np.float32) * s32
+    return np.einsum("rk,rk->r", d * w, d)[:, None]
+
+
 class FP8Row(Codec, fmt="fp8_e4m3fn_row_bf16"):
     layout = "row_scale_v1"
+    importance_weighted = True
     section = "storage-layouts §2"
     tolerance_class = "fp8-e4m3"
     findings = {
@@ -56,17 +74,25 @@ class FP8Row(Codec, fmt="fp8_e4m3fn_row_bf16"):
 
     @classmethod
     def encode_block(cls, geom: Geometry, x: np.ndarray, views: dict[str, np.ndarray], r0: int, r1: int,
-                     encoder: str, ctx: object) -> None:
+                     encoder: str, ctx: object, weights: np.ndarray | None = None) -> None:
         xb = np.asarray(x[r0:r1], dtype=np.float32)
         if not np.isfinite(xb).all():
             i, j = np.argwhere(~np.isfinite(xb))[0]
             raise fail(f"{cls.format}: input element ({r0 + i}, {j}) is not finite", "non_finite_input", cls.section)
-        s = (np.abs(xb).max(axis=1, keepdims=True) / E4M3_MAX + np.float32(0)).astype(ml_dtypes.bfloat16)
-        s32 = s.astype(np.float32)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            q = np.where(s32 != 0, xb / s32, np.float32(0))
-        np.clip(q, -E4M3_MAX, E4M3_MAX, out=q)
-        views["codes"][r0:r1] = q.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+        base = np.abs(xb).max(axis=1, keepdims=True) / E4M3_MAX
+        s = (base + np.float32(0)).astype(ml_dtypes.bfloat16)
+        q = _codes(xb, s.astype(np.float32))
+        if weights is not None:  # the row scale with the lowest importance-weighted error (docs/imatrix.md)
+            best_e = _row_error(xb, q, s.astype(np.float32), weights)
+            for f in ROW_SCALE_FACTORS[:-1]:
+                cand = (base * f + np.float32(0)).astype(ml_dtypes.bfloat16)
+                cq = _codes(xb, cand.astype(np.float32))
+                e = _row_error(xb, cq, cand.astype(np.float32), weights)
+                better = e < best_e
+                best_e = np.where(better, e, best_e)
+                s = np.where(better, cand, s)
+                q = np.where(better, cq, q)
+        views["codes"][r0:r1] = q.view(np.uint8)
         views["scales"][r0:r1] = s.view(np.uint8).reshape(r1 - r0, 2)
 
     @classmethod

@@ -36,6 +36,36 @@ TILE_ROWS = 128
 F32_MAX = np.float32(np.finfo(np.float32).max)
 
 
+#: block-scale candidates of the weighted search, as factors of the absmax scale (docs/imatrix.md)
+BLOCK_SCALE_FACTORS = np.linspace(0.7, 1.0, 7, dtype=np.float32)
+_E2M1_MAGS = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6], dtype=np.float32)
+_E2M1_MIDS = (_E2M1_MAGS[1:] + _E2M1_MAGS[:-1]) / 2
+
+
+def _e2m1_error(y: np.ndarray, s32: np.ndarray, w: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        inv = np.where(s32 > 0, np.float32(1.0) / s32, np.float32(0.0)).astype(np.float32)
+    v = y * inv[:, :, None]
+    # nearest E2M1 magnitude by its midpoints (ties, of measure zero, may round up: the search only ranks)
+    q = np.copysign(_E2M1_MAGS[np.searchsorted(_E2M1_MIDS, np.abs(v))], v)
+    d = y - q * s32[:, :, None]
+    return np.einsum("rbk,rbk->rb", d * w, d)
+
+
+def _weighted_block_scales(y: np.ndarray, base: np.ndarray, s: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Per 16-element block, the E4M3 scale among ``factor × absmax scale`` (absmax included) with the lowest
+    importance-weighted error ``Σ w (y − s·e2m1(y/s))²`` (docs/imatrix.md §Weighted search)."""
+    best = s.copy()
+    best_e = _e2m1_error(y, s.astype(np.float32), w)
+    for f in BLOCK_SCALE_FACTORS[:-1]:
+        cand = np.minimum(base * f, E4M3_MAX).astype(ml_dtypes.float8_e4m3fn)
+        e = _e2m1_error(y, cand.astype(np.float32), w)
+        better = e < best_e
+        best_e = np.where(better, e, best_e)
+        best = np.where(better, cand, best)
+    return best
+
+
 def unswizzle(tiles: np.ndarray, k: int) -> np.ndarray:
     """``(T, C*512)`` tile bytes → ``(T*128, K/16)`` block scales in (row, block) order."""
     c = k // 64
@@ -50,6 +80,7 @@ def swizzle(scales: np.ndarray, k: int) -> np.ndarray:
 
 class NVFP4(Codec, fmt="nvfp4"):
     layout = "block_scale_k16_m128x4_v1"
+    importance_weighted = True
     section = "storage-layouts §3"
     row_quantum = TILE_ROWS
     divisors_per_member = True
@@ -115,14 +146,17 @@ class NVFP4(Codec, fmt="nvfp4"):
 
     @classmethod
     def encode_block(cls, geom: Geometry, x: np.ndarray, views: dict[str, np.ndarray], r0: int, r1: int,
-                     encoder: str, ctx: np.ndarray) -> None:
+                     encoder: str, ctx: np.ndarray, weights: np.ndarray | None = None) -> None:
         k, rows = geom.extra["K"], r1 - r0
         if r0 == 0:
             views["divisors"][...] = ctx.astype("<f4").view(np.uint8).reshape(-1, 4)
         y = scratch("scaled", (rows, k // 16, 16), np.float32)
         np.copyto(y.reshape(rows, k), x[r0:r1], casting="unsafe")
         np.multiply(y, cls._row_divisors(geom, ctx, r0, r1), out=y)
-        s = np.minimum(np.abs(y).max(axis=-1) / E2M1_MAX, E4M3_MAX).astype(ml_dtypes.float8_e4m3fn)
+        base = np.abs(y).max(axis=-1) / E2M1_MAX
+        s = np.minimum(base, E4M3_MAX).astype(ml_dtypes.float8_e4m3fn)
+        if weights is not None:
+            s = _weighted_block_scales(y, base, s, weights.reshape(weights.shape[0], k // 16, 16))
         s32 = s.astype(np.float32)
         with np.errstate(divide="ignore"):
             inv = np.where(s32 > 0, np.float32(1.0) / s32, np.float32(0.0)).astype(np.float32)

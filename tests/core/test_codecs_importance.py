@@ -54,3 +54,20 @@ def test_weights_of_the_wrong_shape_or_format_are_refused():
     with pytest.raises(codecs.EncodingError) as e:
         codecs.encode("bf16", codecs.FORMATS["bf16"].layout, x, weights=w)
     assert e.value.rule == "encoder_unsupported"
+
+
+@pytest.mark.parametrize("fmt", ["nvfp4", "fp8_e4m3fn_row_bf16"])
+def test_float_formats_search_their_scales_by_weighted_error(fmt):
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((128, 256)) * rng.lognormal(0, 1, (128, 1))).astype(np.float32)
+    w = rng.lognormal(0.0, 2.0, 256).astype(np.float32)
+    layout = codecs.FORMATS[fmt].layout
+    plain = codecs.encode(fmt, layout, x)
+    weighted = codecs.encode(fmt, layout, x, weights=w)
+
+    def err(data):
+        return float((((x - codecs.decode(fmt, layout, x.shape, data)) ** 2) * w).sum())
+
+    assert err(weighted) < err(plain)
+    assert not codecs.check(fmt, layout, x.shape, weighted)
+    assert codecs.encode(fmt, layout, x) == plain  # without weights: the absmax bytes

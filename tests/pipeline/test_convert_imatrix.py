@@ -131,3 +131,12 @@ def test_a_bad_importance_file_is_refused_before_anything_is_written(made, tmp_p
     with pytest.raises(SourceFormatError):
         convert(d / "q3.gguf", tmp_path / "x.ninfer", imatrix=bad)
     assert not (tmp_path / "x.ninfer").exists()
+
+
+@pytest.mark.parametrize("recipe", ["nvfp4", "fp8-row"])
+def test_float_recipes_use_the_weights(made, tmp_path, recipe):
+    d, _ = made
+    convert(d / "q3.gguf", tmp_path / "w.ninfer", recipe=recipe, imatrix=d / "q3.imatrix")
+    with open_artifact(tmp_path / "w.ninfer") as a:
+        objs = a.provenance["objects"]
+    assert sum(1 for v in objs.values() if v.get("importance", {}).get("used")) >= 3
