@@ -7,8 +7,8 @@ ggml PR 6050). Users still want to know how big their Q4_K_M tensors are, so thi
 evidence record and, beside it, states the sizes under the assumptions of every ggml since then — QK_K =
 256 and the type ids as pinned by PR 6050 (the ``gguf`` package's ``GGML_QUANT_SIZES``) — and whether
 those sizes tile the data section exactly: each tensor starting where the previous one ends, rounded up
-to the alignment, and the last ending at the end of the file (padded or not). The evidence record is
-never changed.
+to the alignment, and the last ending at the end of the file (padded or not). The evidence rows are never
+changed; the record carries the interpretation in its own block, labelled ``"evidence": false``.
 """
 
 from __future__ import annotations
@@ -68,6 +68,13 @@ def interpret(record: dict) -> dict | None:
     out["total_bytes"] = sum(size for _, size, _ in rows)
     out.update(_tiling(sorted(rows), details["alignment"], record["artifact"]["size"] - details["data_offset"]))
     return out
+
+
+def interpretations(record: dict) -> dict | None:
+    """The record's ``interpretations`` block, ``{"modern_ggml": {"evidence": false, ...}}``, or None when
+    there is nothing to interpret (docs/inspect.md §Interpretation under modern ggml)."""
+    it = interpret(record)
+    return None if it is None else {"modern_ggml": {"evidence": False, **it}}
 
 
 def _tiling(rows: list[tuple[int, int, str]], alignment: int, data_bytes: int) -> dict:

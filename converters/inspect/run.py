@@ -197,4 +197,10 @@ def assemble(path, facts: dict, files: list[InspectedFile], *, hash_mode: str, s
     for k, v in facts.get("extra", {}).items():
         record[k] = v
     record["unknowns"] = ev.unknowns(record) + facts.get("unknowns", [])
+    if record["format"] == "gguf" and outcome.status == "complete":
+        from converters.inspect.modern_sizes import interpretations
+
+        block = interpretations(record)  # labelled "evidence": false; absent when every size is known
+        if block is not None:
+            record["interpretations"] = block
     return ev.seal(record)

@@ -5,6 +5,9 @@ GGUFWriter (random block bytes of the modern sizes)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import numpy as np
 import pytest
 from gguf import GGUFWriter
@@ -13,6 +16,7 @@ from gguf.constants import GGMLQuantizationType as T
 
 from converters.cli import main
 from converters.inspect import inspect_model_artifact
+from converters.inspect.evidence import canonical
 from converters.inspect.modern_sizes import interpret
 
 TENSORS = [("a.weight", T.Q4_K, (8, 512)), ("b.weight", T.IQ4_XS, (4, 256)), ("c.weight", T.F32, (3, 5)),
@@ -53,8 +57,21 @@ def test_evidence_stays_unknown_and_the_interpretation_tiles(kquant, capsys):
     assert main(["inspect", str(kquant)]) == 0
     out = capsys.readouterr().out
     assert "INTERPRETATION (not evidence)" in out and "tiles the data section exactly" in out
+
+
+def test_json_carries_the_interpretation_in_its_own_block(kquant, capsys):
     assert main(["inspect", str(kquant), "--json"]) == 0
-    assert "interpret" not in capsys.readouterr().out  # the evidence document is unchanged
+    doc = json.loads(capsys.readouterr().out)
+    # the evidence rows are unchanged: byte lengths the file cannot decide stay unknown
+    assert [t["byte_length"] for t in doc["tensors"]] == [None, None, 60, None]
+    assert doc["totals"]["bytes"] is None and doc["totals"]["tensors_with_unknown_bytes"] == 3
+    block = doc["interpretations"]["modern_ggml"]
+    assert block["evidence"] is False and block["label"].startswith("interpretation, not evidence")
+    assert block["tiles_data_section"] is True
+    assert {e["type"]: e["bytes"] for e in block["interpreted_types"]} == {
+        t.name: modern_bytes(t, s) for _, t, s in TENSORS if t != T.F32}
+    # the block is part of the sealed record: the record still authenticates
+    assert doc["evidence_id"] == "sha256:" + hashlib.sha256(canonical(doc)).hexdigest()
 
 
 def test_trailing_bytes_do_not_tile(kquant):
@@ -72,4 +89,5 @@ def test_nothing_to_interpret_when_every_length_is_known(tmp_path):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    assert interpret(inspect_model_artifact(path)) is None
+    rec = inspect_model_artifact(path)
+    assert interpret(rec) is None and "interpretations" not in rec
