@@ -28,12 +28,13 @@ COMMAND_MODULES: tuple[str, ...] = (
     "scaleout",
     "regress",
     "version",
+    "report",
 )
 
 
 #: the commands in ``convert --help`` order: the newcomer's path first (docs/cli.md §Commands).
 HELP_ORDER: tuple[str, ...] = ("inspect", "gguf2ninfer", "st2ninfer", "verify", "validate", "check", "repack",
-                               "recipes", "formats", "encode", "seal", "regress", "version")
+                               "recipes", "formats", "encode", "seal", "regress", "version", "report")
 
 
 def _load_commands() -> None:

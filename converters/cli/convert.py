@@ -249,6 +249,8 @@ def _options(kind: str):
         imatrix: Path = typer.Option(None, "--imatrix", help="llama.cpp importance matrix (GGUF .imatrix or legacy "
                                      ".dat): requantized objects minimise the importance-weighted error "
                                      "(docs/imatrix.md)."),
+        report: Path = typer.Option(None, "--report", help="Also write the conversion report (one self-contained "
+                                    "HTML file; docs/report.md) of what was written, with the verify verdict."),
     ) -> None:
         from converters.cli.repack import parse_byte_size
         from converters.cli.ternary_env import default_template
@@ -266,6 +268,8 @@ def _options(kind: str):
         if overrides and (plan_only is not None or backend != "local"):
             raise typer.BadParameter("format overrides are not carried by a staged conversion's plan file; "
                                      "convert in one process", param_hint="--tensor-type")
+        if report is not None:
+            _check_report(report, dry_run, plan_only)
         if imatrix is not None and (plan_only is not None or backend != "local"):
             raise typer.BadParameter("importance weights are not carried by a staged conversion's plan file; "
                                      "convert in one process", param_hint="--imatrix")
@@ -280,19 +284,34 @@ def _options(kind: str):
         finally:
             bars.stop()
         acceptance = None
-        if verify and only_layer is not None and not dry_run and not json_out:
-            console.print("ACCEPT: not run: an --only-layer artifact is minimal, and verify's coverage gate fails "
-                          "any artifact that is not whole (docs/cli.md §Build then accept)", highlight=False)
-        elif verify and not dry_run and plan_only is None:
+        if verify and not dry_run and plan_only is None:  # a minimal (--only-layer) artifact: judged on its layer
             from converters.acceptance.accept import accept_written
 
             acceptance = accept_written(options.output, options.source, inputs=options.inputs, template=template,
                                         sweep=verify_sweep)
         render_outcome(outcome, options, json_out, acceptance)
+        if report is not None:
+            from converters.report import write_report
+
+            write_report(options.output, report, acceptance=acceptance.to_json() if acceptance is not None else None)
+            if not json_out:
+                console.print(f"report: {report}", highlight=False)
         if acceptance is not None and acceptance.verdict == "fail":
             raise typer.Exit(1)
 
     return cmd
+
+
+def _check_report(report: Path, dry_run: bool, plan_only) -> None:
+    """``--report`` needs a written artifact and a free name (checked before anything is read)."""
+    from converters.sources.atomic_write import refuse_existing
+    from ninfer_core.errors import ArtifactExistsError
+
+    if dry_run or plan_only is not None:
+        raise typer.BadParameter("a report describes a written artifact; not with --dry-run or --plan-only",
+                                 param_hint="--report")
+    refuse_existing(report, lambda: ArtifactExistsError(f"{report.name} already exists; it is never overwritten",
+                                                        file=str(report), rule="target_exists"))
 
 
 gguf2ninfer = command("gguf2ninfer", help="Convert a GGUF file (llama.cpp naming, any GGML type) to .ninfer.")(

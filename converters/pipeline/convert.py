@@ -416,7 +416,10 @@ def provenance_of(model: Model, plan: Plan, objects: list, result: Result) -> di
     per_object = {}
     for o in objects:
         if isinstance(o, PlannedTensor):
-            entry = {"pieces": [p.describe() for p in o.pieces], "encoder": o.encoder,
+            imp = plan.importance.object_record(o.id) if plan.importance is not None else None
+            # weights make every requantizing encoder a search that may clip (docs/imatrix.md §Weighted search)
+            encoder = "mse" if imp is not None and imp["used"] else o.encoder
+            entry = {"pieces": [p.describe() for p in o.pieces], "encoder": encoder,
                      "exactness": o.exactness}
             if o.notes:
                 entry["notes"] = list(o.notes)
@@ -426,7 +429,7 @@ def provenance_of(model: Model, plan: Plan, objects: list, result: Result) -> di
                 entry["measured_error"] = stats.to_json()
             if o.id in result.proofs:
                 entry["exactness_check"] = result.proofs[o.id]
-            if plan.importance is not None and (imp := plan.importance.object_record(o.id)) is not None:
+            if imp is not None:
                 entry["importance"] = imp
             per_object[o.id] = entry
         elif isinstance(o, PlannedLiteral):
