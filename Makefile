@@ -11,7 +11,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,scale,report]'
+	$(BIN)/pip install -q -e '.[test,scale,mcp,report]'
 	touch $(STAMP)
 
 test: setup

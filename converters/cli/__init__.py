@@ -28,13 +28,14 @@ COMMAND_MODULES: tuple[str, ...] = (
     "scaleout",
     "regress",
     "version",
+    "mcp",
     "report",
 )
 
 
 #: the commands in ``convert --help`` order: the newcomer's path first (docs/cli.md §Commands).
 HELP_ORDER: tuple[str, ...] = ("inspect", "gguf2ninfer", "st2ninfer", "verify", "validate", "check", "repack",
-                               "recipes", "formats", "encode", "seal", "regress", "version", "report")
+                               "recipes", "formats", "encode", "seal", "regress", "version", "mcp", "report")
 
 
 def _load_commands() -> None:
@@ -75,6 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     if code == 130:  # typer turns a KeyboardInterrupt inside a command into Exit(130)
         report_interrupt(json_out=json_out)
     return code if isinstance(code, int) else 0
+
+
+def inspect_model_artifact_main() -> int:
+    """The ``inspect-model-artifact`` console script: ``convert inspect`` under the name the inspection
+    contract gives it (docs/inspect.md §MCP)."""
+    return main(["inspect", *sys.argv[1:]])
 
 
 if __name__ == "__main__":  # pragma: no cover

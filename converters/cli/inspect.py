@@ -155,13 +155,17 @@ def _print_calbin(rec: dict) -> None:
 
 @command("inspect")
 def inspect_cmd(
-    path: Path = typer.Argument(..., help="GGUF / safetensors file, checkpoint directory, .ninfer entry, "
-                                "or a stored Evidence record."),
+    path: Path | None = typer.Argument(None, help="GGUF / safetensors file, checkpoint directory, .ninfer "
+                                       "entry, or a stored Evidence record (optional with --import-bundle)."),
     hash_mode: str = typer.Option("header", "--hash", help="header: header digest only; full: SHA-256 of "
                                   "every byte (streamed)."),
     detail: str = typer.Option("full", "--detail", help="full Evidence, or a compact summary."),
-    evidence_output: Path | None = typer.Option(None, "--evidence-output", help="Also write the full "
-                                                "Evidence record to this new file."),
+    evidence_output: Path | None = typer.Option(None, "--evidence-output", "--evidence_output", help="Also "
+                                                "write the full Evidence record to this new file, as a "
+                                                "bundle ({\"records\": [...]}, docs/inspect.md §Bundles)."),
+    import_bundle: Path | None = typer.Option(None, "--import-bundle", help="Authenticate and index an "
+                                              "Evidence bundle, then page it with --view (a selection, or a "
+                                              "query object {\"source\": ..., \"view\": ...})."),
     view: str | None = typer.Option(None, "--view", help="JSON selection, e.g. "
                                     "'{\"collection\": \"tensors\", \"names\": [\"output.weight\"]}' "
                                     "(needs --detail summary)."),
@@ -176,12 +180,20 @@ def inspect_cmd(
         raise typer.BadParameter("--detail must be 'full' or 'summary'")
     view_obj = None
     if view is not None:
-        if detail != "summary":
-            raise typer.BadParameter("--view needs --detail summary (a full record and a selection conflict)")
         try:
             view_obj = json.loads(view)
         except json.JSONDecodeError as exc:
             raise typer.BadParameter(f"--view is not JSON: {exc}") from None
+    if import_bundle is not None or (isinstance(view_obj, dict) and "source" in view_obj):
+        from converters.inspect.retained import query_stored
+
+        result = query_stored(path, import_bundle, view_obj)
+        emit_json(result) if json_out else console.print_json(data=result)
+        return
+    if path is None:
+        raise typer.BadParameter("PATH is required (unless --import-bundle is given)")
+    if view_obj is not None and detail != "summary":
+        raise typer.BadParameter("--view needs --detail summary (a full record and a selection conflict)")
     if evidence_output is not None and evidence_output.exists():
         raise typer.BadParameter(f"--evidence-output {evidence_output} exists; refusing to overwrite")
 

@@ -84,13 +84,19 @@ def _json_default(o: Any) -> Any:
 
 
 def error_document(exc: BaseException, *, code: str | None = None, category: str | None = None) -> dict:
-    """The ``ninfer-error/v1`` document of an error (docs/cli.md §Errors): the typed fields of the stderr line."""
-    return {"schema": ERROR_SCHEMA, "error": {
+    """The ``ninfer-error/v1`` document of an error (docs/cli.md §Errors): the typed fields of the stderr line;
+    an inspection rejection carries the public code, category and constraint the MCP tools use
+    (docs/inspect.md §Rejections)."""
+    from converters.inspect.rejections import public_fields
+
+    public = {} if code or category else public_fields(exc)
+    doc = {
         "code": code or getattr(exc, "code", None) or getattr(exc, "kind", "error"),
         "category": category or getattr(exc, "category", None) or getattr(exc, "kind", "error"),
         "rule": getattr(exc, "rule", None), "file": getattr(exc, "file", None),
         "field": getattr(exc, "json_path", None), "section": getattr(exc, "section", None),
-        "message": getattr(exc, "message", None) or str(exc)}}
+        "message": getattr(exc, "message", None) or str(exc)}
+    return {"schema": ERROR_SCHEMA, "error": {**doc, **public}}
 
 
 def report_error(exc: BaseException | str, *, json_out: bool = False) -> None:

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from converters.inspect.bundle import load_stored, write_bundle
 from converters.inspect.calbin_facts import inspect_calbin
-from converters.inspect.evidence import EvidenceError, evidence_output_exists, load_evidence, write_evidence
+from converters.inspect.evidence import EvidenceError, evidence_output_exists, load_evidence
 from converters.inspect.gguf_facts import gguf_facts
 from converters.inspect.hashing import BUFFER_BYTES
 from converters.inspect.run import InspectionCancelled, finish, header_file, side_file
@@ -77,7 +78,8 @@ def inspect_model_artifact(path, *, hash: str = "header", detail: str = "full", 
             ``"full"`` (streamed SHA-256 of every byte).
         detail: ``"full"`` returns the Evidence record; ``"summary"`` the compact summary.
         view: a selection (:mod:`converters.inspect.views`); requires ``detail="summary"``.
-        evidence_output: also write the full record there (refuses to overwrite).
+        evidence_output: also write the full record there, as a bundle of one record (refuses to overwrite;
+            docs/inspect.md §Bundles).
         progress: called with the number of bytes hashed after each buffer (full mode).
 
     Returns:
@@ -117,7 +119,7 @@ def inspect_model_artifact(path, *, hash: str = "header", detail: str = "full", 
         if hash == "full":
             raise ViewError("a stored Evidence record cannot be re-hashed; inspect the model itself",
                             json_path="hash", rule="options_conflict")
-        record = load_evidence(p)
+        record = load_stored(p)
     elif kind == "gguf":
         record = _inspect_file(p, _parse_gguf_evidence, gguf_facts, "gguf", **kw)
     elif kind == "safetensors":
@@ -129,7 +131,7 @@ def inspect_model_artifact(path, *, hash: str = "header", detail: str = "full", 
     else:
         raise wrong_kind(p, kind, INSPECTED, command="inspect")
     if evidence_output is not None:
-        write_evidence(evidence_output, record)
+        write_bundle(evidence_output, [record])
     if detail == "full":
         return record
     page = select(record, spec) if spec is not None else None

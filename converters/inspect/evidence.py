@@ -20,7 +20,6 @@ import json
 from pathlib import Path
 
 from converters.errors import ConverterError, SourceError
-from converters.sources.atomic_write import write_new_json
 from converters.sources.hf import read_json_file
 
 SCHEMA = "ninfer-convert.evidence/1"
@@ -98,12 +97,6 @@ def seal(record: dict) -> dict:
     return record
 
 
-def write_evidence(path, record: dict) -> Path:
-    """Write one complete record to ``path`` (never overwrites; no partial file is published:
-    :mod:`converters.sources.atomic_write`)."""
-    return write_new_json(path, record, exists=lambda: evidence_output_exists(path), indent=1, ensure_ascii=False)
-
-
 def evidence_output_exists(path) -> SourceError:
     """The error for an evidence output that already exists (it is never overwritten)."""
     return SourceError("evidence output already exists; refusing to overwrite", file=str(path),
@@ -114,27 +107,35 @@ def load_evidence(path) -> dict:
     """Read a stored Evidence record, checking schema, ``evidence_id`` and row identities first."""
     record, _, _ = read_json_file(Path(path), "evidence")
     if isinstance(record, dict) and "records" in record:
-        raise EvidenceError("an evidence bundle is not a single record; save one record as its own file",
+        raise EvidenceError("an evidence bundle is not a single record; import it (import_evidence_bundle, "
+                            "convert inspect --import-bundle) or save one record as its own file",
                             file=str(path), rule="evidence_single_record")
+    return verify_record(record, file=str(path))
+
+
+def verify_record(record, *, file: str | None, where: str = "$") -> dict:
+    """Authenticate one Evidence record (schema, ``evidence_id`` over its content, positional indices and
+    unique names / keys / types) before any of its rows is served; ``where`` prefixes the JSON paths."""
     if not isinstance(record, dict) or record.get("schema") != SCHEMA:
-        raise EvidenceError(f"not an Evidence record of schema {SCHEMA}", file=str(path), rule="evidence_schema")
+        raise EvidenceError(f"not an Evidence record of schema {SCHEMA}", file=file, json_path=where,
+                            rule="evidence_schema")
     expected = "sha256:" + hashlib.sha256(canonical(record)).hexdigest()
     if record.get("evidence_id") != expected:
         raise EvidenceError("evidence_id does not match the record's content (modified or truncated)",
-                            file=str(path), rule="evidence_id")
+                            file=file, json_path=f"{where}.evidence_id", rule="evidence_id")
     for coll, ident in (("tensors", "name"), ("metadata", "key"), ("types", "type")):
         rows = record.get(coll)
         if not isinstance(rows, list):
-            raise EvidenceError(f"{coll} is not a list", file=str(path), json_path=f"$.{coll}",
+            raise EvidenceError(f"{coll} is not a list", file=file, json_path=f"{where}.{coll}",
                                 rule="evidence_rows")
         seen = set()
         for i, row in enumerate(rows):
             if not isinstance(row, dict) or row.get("index") != i:
-                raise EvidenceError(f"{coll}[{i}] does not keep its positional index", file=str(path),
-                                    json_path=f"$.{coll}[{i}]", rule="evidence_rows")
+                raise EvidenceError(f"{coll}[{i}] does not keep its positional index", file=file,
+                                    json_path=f"{where}.{coll}[{i}]", rule="evidence_rows")
             key = (row.get(ident), row.get("type_id")) if coll == "types" else row.get(ident)
             if key in seen:
-                raise EvidenceError(f"{coll}[{i}]: duplicate {ident} {row.get(ident)!r}", file=str(path),
-                                    json_path=f"$.{coll}[{i}]", rule="evidence_rows")
+                raise EvidenceError(f"{coll}[{i}]: duplicate {ident} {row.get(ident)!r}", file=file,
+                                    json_path=f"{where}.{coll}[{i}]", rule="evidence_rows")
             seen.add(key)
     return record

@@ -44,7 +44,8 @@ def test_summary_view_and_evidence_output(model, tmp_path, capsys):
     assert code == 0
     s = json.loads(capsys.readouterr().out)
     assert s["page"]["rows"] == [{"index": 0, "type": "F32", "shape": ["8", "4"]}]
-    assert json.loads(out_file.read_text())["evidence_id"] == s["parent_evidence_id"]
+    bundle = json.loads(out_file.read_text())  # a bundle of one record (docs/inspect.md §Bundles)
+    assert [r["evidence_id"] for r in bundle["records"]] == [s["parent_evidence_id"]]
     assert main(["inspect", str(out_file), "--detail", "summary", "--view", view]) == 0
     assert "token_embd.weight" not in capsys.readouterr().err
 

@@ -10,6 +10,7 @@ from gguf import GGUFValueType as V
 
 from converters.errors import SourceError
 from converters.inspect import EvidenceError, ViewError, inspect_model_artifact, load_evidence, select
+from converters.inspect.bundle import load_bundle
 from tests.support.sources import RawGGUF
 
 
@@ -92,7 +93,7 @@ def test_summary_is_compact_and_links_the_parent(model, tmp_path):
     assert s["chat_template"]["present"] is True and s["counts"] == {"tensors": 7, "metadata": 5, "types": 3}
     assert s["page"]["rows"] == [{"index": 6, "type": "F16", "shape": ["32"], "file_offset":
                                   s["page"]["rows"][0]["file_offset"]}]
-    full = load_evidence(out)
+    (full,) = load_bundle(out)  # --evidence-output writes a bundle of one record (docs/inspect.md §Bundles)
     assert full["evidence_id"] == s["parent_evidence_id"] == s["page"]["parent_evidence_id"]
     assert s["warnings"]["count"] == 1 and s["warnings"]["full_evidence"] == str(out)
     # the same page from the retained record, without reopening the model
@@ -110,7 +111,7 @@ def test_evidence_output_refuses_overwrite_and_tampering_is_detected(model, tmp_
     assert out.read_text() == "{}"
     out.unlink()
     inspect_model_artifact(model, evidence_output=out)
-    rec = json.loads(out.read_text())
+    rec = json.loads(out.read_text())["records"][0]
     rec["tensors"][0]["byte_length"] = 999
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(rec))

@@ -1,0 +1,264 @@
+"""``convert mcp``: inspection as an MCP server over stdio, on the official ``mcp`` SDK (docs/inspect.md §MCP).
+
+Four tools: ``inspect_model_artifact`` (the compact summary, or a selected page, with ``parent_evidence_id``),
+``inspect_analysis_view`` (a history query object over retained or stored Evidence),
+``import_evidence_bundle`` (authenticate and index every record of a bundle) and ``release_evidence``
+(drop a retained record). One provider per server process: one active inspection at a time (a second
+concurrent call gets ``provider_busy``), the session's retained evidence (:mod:`converters.inspect.retained`),
+and the MCP cancel notification ending a running ``hash: full`` with partial Evidence retained. Every
+rejection is a tool error whose structured content is ``{"error": <public rejection>}``
+(:mod:`converters.inspect.rejections`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, TextContent
+from pydantic import Field
+
+from converters.inspect.rejections import InspectionRejected, invalid_input, public_rejection
+from converters.inspect.retained import EvidenceStore, page, run_query
+from ninfer_core.errors import NinferError
+
+NAME = "ninfer-inspect"
+#: a progress notification at most every this many hashed bytes (the first buffer always reports)
+PROGRESS_EVERY = 64 * 1024 * 1024
+
+_SELECTION = {
+    "collection": {"type": "string", "enum": ["tensors", "metadata", "types"]},
+    "names": {"type": "array", "items": {"type": "string"}, "description": "exact tensor names (tensors)"},
+    "keys": {"type": "array", "items": {"type": "string"}, "description": "exact metadata keys (metadata)"},
+    "types": {"type": "array", "items": {"type": "string"},
+              "description": "exact type labels, AMBIGUOUS_<id> included (tensors, types)"},
+    "storage_validation": {"type": "array", "items": {"type": "string", "enum": ["consistent", "unknown"]}},
+    "indexes": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+    "fields": {"type": "array", "items": {"type": "string"}, "description": "columns; [] = indices only"},
+    "offset": {"type": "integer", "minimum": 0, "description": "counts filtered matches"},
+    "limit": {"type": "integer", "minimum": 1, "maximum": 1000},
+}
+SELECTION_SCHEMA = {"type": "object", "properties": _SELECTION, "required": ["collection"],
+                    "additionalProperties": False,
+                    "description": "filters intersect; an omitted filter = all rows, [] = none"}
+VIEW_SCHEMA = {"type": "object", "properties": {"kind": {"const": "model-artifact"}, **_SELECTION},
+               "required": ["kind", "collection"], "additionalProperties": False}
+SOURCE_SCHEMA = {"oneOf": [
+    {"type": "object", "properties": {"kind": {"const": "retained-evidence"}, "evidence_id": {"type": "string"}},
+     "required": ["kind", "evidence_id"], "additionalProperties": False},
+    {"type": "object", "properties": {"kind": {"const": "evidence-file"}, "path": {"type": "string"},
+                                      "record": {"type": "object"}},
+     "required": ["kind"], "additionalProperties": False,
+     "description": "one authenticated Evidence record: path (absolute) or record (inline)"},
+]}
+BUNDLE_SCHEMA = {"type": "object", "properties": {"schema": {"type": "string"},
+                                                  "records": {"type": "array", "items": {"type": "object"}}},
+                 "required": ["records"]}
+
+
+def _schema(schema: dict, description: str) -> Any:
+    return Field(description=description, json_schema_extra=schema)
+
+
+def _result(doc: dict, *, error: bool = False) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=json.dumps(doc, ensure_ascii=False))],
+                          structured_content=doc, is_error=error)
+
+
+def _rejected(exc: BaseException) -> CallToolResult:
+    return _result({"error": public_rejection(exc)}, error=True)
+
+
+class Provider:
+    """One inspection provider: at most one active inspection, and the session's retained evidence."""
+
+    def __init__(self) -> None:
+        self.store = EvidenceStore()
+        self.active = False
+
+    def _work(self, path: str, hash_mode: str, detail: str, view, cancel: threading.Event,
+              report: Callable[[int, int | None], None], outcome: dict) -> None:
+        """Runs in a worker thread; leaves ``("done" | "cancelled" | "rejected", value)`` in ``outcome``."""
+        from converters.inspect import InspectionCancelled, inspect_model_artifact, summarize
+
+        done = {"bytes": 0, "reported": -1}
+
+        def progress(n: int) -> None:
+            if cancel.is_set():
+                raise KeyboardInterrupt  # finish() turns it into partial Evidence (docs/inspect.md §MCP)
+            done["bytes"] += n
+            if done["reported"] < 0 or done["bytes"] - done["reported"] >= PROGRESS_EVERY:
+                done["reported"] = done["bytes"]
+                report(done["bytes"], None)
+
+        try:
+            record = inspect_model_artifact(path, hash=hash_mode, detail="full", progress=progress)
+        except InspectionCancelled as exc:
+            outcome["value"] = ("cancelled", exc.evidence)
+            return
+        except NinferError as exc:
+            outcome["value"] = ("rejected", exc)
+            return
+        if record.get("format") == "calbin":
+            outcome["value"] = ("done", record)
+            return
+        self.store.retain(record)
+        if detail == "full":
+            outcome["value"] = ("done", record)
+            return
+        try:
+            chosen = page(record, view) if view is not None else None
+        except NinferError as exc:
+            outcome["value"] = ("rejected", exc)
+            return
+        outcome["value"] = ("done", summarize(record, page=chosen))
+
+    async def inspect(self, ctx: Context | None, path, hash_mode, detail, view) -> CallToolResult:
+        if not isinstance(path, str) or not path.startswith("/"):
+            return _rejected(invalid_input("path must be an absolute path", "path"))
+        if hash_mode not in ("header", "full"):
+            return _rejected(invalid_input(f"hash must be 'header' or 'full', not {hash_mode!r}", "hash"))
+        if detail not in ("summary", "full"):
+            return _rejected(invalid_input(f"detail must be 'summary' or 'full', not {detail!r}", "detail"))
+        if view is not None and detail != "summary":
+            return _rejected(invalid_input("a view needs detail 'summary' (full detail and a selection conflict)",
+                                           "view", "options_conflict"))
+        if view is not None:
+            from converters.inspect.views import parse_view
+
+            try:
+                parse_view(view)
+            except NinferError as exc:
+                return _rejected(exc)
+        if self.active:
+            return _rejected(InspectionRejected("another inspection is running on this provider; retry when it "
+                                                "ends", code="provider_busy", category="busy",
+                                                rule="one_active_inspection"))
+        self.active = True
+        cancel, outcome = threading.Event(), {}
+
+        def report(n: int, total: int | None) -> None:
+            if ctx is not None:
+                try:
+                    anyio.from_thread.run(ctx.report_progress, n, total)
+                except Exception:  # noqa: BLE001 - a lost progress notification never fails an inspection
+                    pass
+
+        async def watch() -> None:
+            try:
+                await anyio.sleep_forever()
+            finally:
+                cancel.set()
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch)
+                await anyio.to_thread.run_sync(self._work, path, hash_mode, detail, view, cancel, report, outcome)
+                tg.cancel_scope.cancel()
+        finally:
+            self.active = False
+            state, value = outcome.get("value", ("cancelled", None))
+            if state == "cancelled" and value is not None:
+                self.store.retain(value)
+                await self._announce_partial(ctx, value)
+        if state == "rejected":
+            return _rejected(value)
+        return _result(value)
+
+    async def _announce_partial(self, ctx: Context | None, record: dict) -> None:
+        """The cancelled request gets no answer: a log notification names the retained partial Evidence."""
+        if ctx is None:
+            return
+        with anyio.CancelScope(shield=True):
+            try:
+                await ctx.log("warning", {"event": "inspection_cancelled", "parent_evidence_id": record["evidence_id"],
+                                          "status": record["status"], "path": record["artifact"]["path"]},
+                              logger_name=NAME)
+            except Exception:  # noqa: BLE001 - the client may be gone
+                pass
+
+
+def build_server(provider: Provider | None = None) -> MCPServer:
+    """The MCP server with the inspection tools (docs/inspect.md §MCP)."""
+    prov = provider or Provider()
+    server = MCPServer(NAME, instructions="Static, evidence-grade inspection of GGUF / safetensors / .ninfer "
+                       "model files: nothing is loaded or run. Start with inspect_model_artifact, page more with "
+                       "inspect_analysis_view using the returned parent_evidence_id.")
+
+    @server.tool(description="Inspect a local GGUF (v2/v3, either byte order), safetensors file or directory, or "
+                 ".ninfer artifact, detected by content. Returns the compact summary (counts, short header "
+                 "metadata, chat-template presence, derived totals, parent_evidence_id) and retains the full "
+                 "Evidence; with view, also the selected page.")
+    async def inspect_model_artifact(
+        path: Annotated[str, _schema({"pattern": "^/"}, "absolute path of the model file or directory")],
+        hash: Annotated[str, _schema({"enum": ["header", "full"]},
+                                     "header: header digest only (default); full: streamed SHA-256 of every "
+                                     "byte")] = "header",
+        detail: Annotated[str, _schema({"enum": ["summary", "full"]},
+                                       "summary (default): compact summary; full: the whole Evidence record "
+                                       "(no view)")] = "summary",
+        view: Annotated[dict[str, Any] | None, _schema(SELECTION_SCHEMA, "a selection (no kind): the page to "
+                                                       "return with the summary")] = None,
+        ctx: Context = None,
+    ) -> CallToolResult:
+        return await prov.inspect(ctx, path, hash, detail, view)
+
+    @server.tool(description="Page retained or stored Evidence without reopening the model: source "
+                 "{kind: retained-evidence, evidence_id} or {kind: evidence-file, path | record}; view {kind: "
+                 "model-artifact, collection: tensors | metadata | types, names / keys / types, fields, offset, "
+                 "limit}.")
+    async def inspect_analysis_view(
+        source: Annotated[dict[str, Any], _schema(SOURCE_SCHEMA, "where the Evidence comes from")],
+        view: Annotated[dict[str, Any], _schema(VIEW_SCHEMA, "the selection")],
+    ) -> CallToolResult:
+        try:
+            return _result(await anyio.to_thread.run_sync(run_query, {"source": source, "view": view}, prov.store))
+        except NinferError as exc:
+            return _rejected(exc)
+
+    @server.tool(description="Import an Evidence bundle ({records: [...]}, as convert inspect --evidence-output "
+                 "writes): every record is authenticated, then indexed; returns one evidence_id per record. "
+                 "Give the bundle inline or as an absolute path.")
+    async def import_evidence_bundle(
+        bundle: Annotated[dict[str, Any] | None, _schema(BUNDLE_SCHEMA, "the bundle inline")] = None,
+        path: Annotated[str | None, _schema({"pattern": "^/"}, "absolute path of a bundle file")] = None,
+    ) -> CallToolResult:
+        if (bundle is None) == (path is None):
+            return _rejected(invalid_input("give exactly one of bundle or path", "bundle"))
+        if path is not None and not path.startswith("/"):
+            return _rejected(invalid_input("path must be an absolute path", "path"))
+        try:
+            ids = await anyio.to_thread.run_sync(_import, prov.store, bundle, path)
+        except NinferError as exc:
+            return _rejected(exc)
+        return _result({"evidence_ids": ids, "retained_count": len(prov.store.ids()),
+                        "retained_bytes": prov.store.used})
+
+    @server.tool(description="Release retained Evidence (from inspect_model_artifact or import_evidence_bundle); "
+                 "its evidence_id is unknown afterwards.")
+    async def release_evidence(
+        evidence_id: Annotated[str, _schema({"pattern": "^sha256:"}, "the evidence_id to release")],
+    ) -> CallToolResult:
+        try:
+            return _result(prov.store.release(evidence_id))
+        except NinferError as exc:
+            return _rejected(exc)
+
+    return server
+
+
+def _import(store: EvidenceStore, bundle, path) -> list[str]:
+    if path is not None:
+        from converters.inspect.bundle import load_bundle
+
+        return store.retain_all(load_bundle(path))
+    return store.import_bundle(bundle)
+
+
+def serve() -> None:
+    """Run the server on stdin/stdout until the client closes it."""
+    build_server().run("stdio")
