@@ -54,13 +54,6 @@ def header_limitations(hdr: GGUFHeader) -> list[dict]:
         out.append({"code": "alignment_below_spec", "type": None, "type_id": None, "candidates": [], "tensors": [],
                     "message": f"general.alignment {hdr.alignment} is a power of two ggml accepts but not the "
                     f"multiple of {SPEC_ALIGNMENT_MULTIPLE} the GGUF spec asks for"})
-    if hdr.padding_short_by:
-        last = max((t for t in hdr.tensors if t.elements), key=lambda t: (t.file_offset, t.index))
-        out.append({"code": "data_section_unpadded", "type": None, "type_id": None, "candidates": [],
-                    "tensors": [last.index], "message": f"the file ends {hdr.padding_short_by} byte(s) before the "
-                    f"alignment padding after the last tensor: every tensor's bytes are present (llama.cpp's model "
-                    "loader reads them), but ggml's gguf loader, which reads the padded data section whole, "
-                    "refuses the file"})
     if not hdr.data_present:
         out.append({"code": "tensor_data_absent", "type": None, "type_id": None, "candidates": [],
                     "tensors": [t.index for t in hdr.tensors if t.elements],

@@ -117,7 +117,6 @@ class GGUFHeader:
     retained_bytes: int = 0
     hasher: Any = None  # SHA-256 state after the header bytes (a full-file hash continues from it)
     data_present: bool = True  # False: a metadata-only file (ggml only_meta), tensor bytes declared, none held
-    padding_short_by: int = 0  # bytes of the last tensor's alignment padding missing at the end of the file
 
     @property
     def struct_order(self) -> str:
@@ -289,9 +288,14 @@ def _place_data(f: OpenFile, hdr: GGUFHeader, allow_meta_only: bool = False) -> 
                           f"{t.file_offset} run past {limit}", rule)
     last = occupied[-1] if occupied else None
     if last is not None and last.byte_length is not None:
-        # ggml's gguf loader reads the data section padded after every tensor; the tensors are whole here
+        # the data section is padded to the alignment after every tensor, the last one included (ggml's
+        # writer does so and its loader reads the padded section whole): a file cut inside that padding is
+        # truncated (docs/inspect.md §Agreement with llama.cpp's GGUF tests)
         padded_end = hdr.data_offset + -(-(last.rel_offset + last.byte_length) // hdr.alignment) * hdr.alignment
-        hdr.padding_short_by = max(0, padded_end - f.size)
+        if f.size < padded_end:
+            raise _reject(f, f"tensor_infos[{last.index}]", f"{last.name}: the file ends at byte {f.size}, "
+                          f"{padded_end - f.size} byte(s) before the end of the data section padded to "
+                          f"{hdr.alignment} ({padded_end}): truncated", "gguf_data_padding")
 
 
 def _place_meta_only(f: OpenFile, hdr: GGUFHeader, data_offset: int) -> None:

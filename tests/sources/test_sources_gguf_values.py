@@ -13,8 +13,6 @@ from gguf import GGUFValueType as V
 from converters.errors import SourceFormatError
 from converters.inspect import inspect_model_artifact
 from converters.sources import open_gguf
-from converters.sources.fileio import OpenFile
-from converters.sources.gguf_header import parse_gguf
 from converters.sources.gguf_values import NonUTF8String
 from tests.support.sources import RawGGUF
 
@@ -130,19 +128,16 @@ def test_metadata_only_directory_is_still_checked(tmp_path):
     assert ei.value.rule == "gguf_tensor_overlap" and "a: 256 bytes" in str(ei.value)
 
 
-def test_unpadded_last_tensor_is_reported_not_refused(tmp_path):
+def test_a_file_cut_inside_the_last_padding_is_refused_as_truncated(tmp_path):
     raw = RawGGUF().tensor("a", [3], Q.F32, _f32(3))
     data = raw.build()
     path = tmp_path / "u.gguf"
     path.write_bytes(data[:-20])  # 12 tensor bytes stay; 20 of the 32-byte padding unit go
-    record = inspect_model_artifact(path)
-    (lim,) = [lim for lim in record["limitations"] if lim["code"] == "data_section_unpadded"]
-    assert lim["tensors"] == [0] and "20 byte(s)" in lim["message"]
-    f = OpenFile(path)
-    try:
-        assert parse_gguf(f).padding_short_by == 20
-    finally:
-        f.close()
+    with pytest.raises(SourceFormatError) as ei:
+        inspect_model_artifact(path)
+    assert ei.value.rule == "gguf_data_padding" and "20 byte(s)" in str(ei.value)
+    path.write_bytes(data)  # whole: accepted
+    assert inspect_model_artifact(path)["tensors"][0]["name"] == "a"
 
 
 def test_summary_counts_the_metadata_rows_of_a_value_limitation(odd_values, tmp_path):
