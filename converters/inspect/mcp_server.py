@@ -106,16 +106,13 @@ class Provider:
         if record.get("format") == "calbin":
             outcome["value"] = ("done", record)
             return
-        self.store.retain(record)
-        if detail == "full":
-            outcome["value"] = ("done", record)
-            return
         try:
-            chosen = page(record, view) if view is not None else None
+            self.store.retain(record)
+            chosen = page(record, view) if view is not None and detail == "summary" else None
         except NinferError as exc:
             outcome["value"] = ("rejected", exc)
             return
-        outcome["value"] = ("done", summarize(record, page=chosen))
+        outcome["value"] = ("done", record if detail == "full" else summarize(record, page=chosen))
 
     async def inspect(self, ctx: Context | None, path, hash_mode, detail, view) -> CallToolResult:
         if not isinstance(path, str) or not path.startswith("/"):
@@ -163,20 +160,25 @@ class Provider:
             self.active = False
             state, value = outcome.get("value", ("cancelled", None))
             if state == "cancelled" and value is not None:
-                self.store.retain(value)
-                await self._announce_partial(ctx, value)
+                try:
+                    self.store.retain(value)
+                    retained = True
+                except NinferError:  # over the session budget: announced, not held
+                    retained = False
+                await self._announce_partial(ctx, value, retained)
         if state == "rejected":
             return _rejected(value)
         return _result(value)
 
-    async def _announce_partial(self, ctx: Context | None, record: dict) -> None:
+    async def _announce_partial(self, ctx: Context | None, record: dict, retained: bool) -> None:
         """The cancelled request gets no answer: a log notification names the retained partial Evidence."""
         if ctx is None:
             return
         with anyio.CancelScope(shield=True):
             try:
                 await ctx.log("warning", {"event": "inspection_cancelled", "parent_evidence_id": record["evidence_id"],
-                                          "status": record["status"], "path": record["artifact"]["path"]},
+                                          "status": record["status"], "path": record["artifact"]["path"],
+                                          "retained": retained},
                               logger_name=NAME)
             except Exception:  # noqa: BLE001 - the client may be gone
                 pass

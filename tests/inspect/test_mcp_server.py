@@ -178,7 +178,7 @@ def test_busy_and_cancelled_full_hash(tmp_path):
                     scope.cancel()  # the SDK sends notifications/cancelled
                 await logged.wait()
             (event,) = logs
-            assert event["event"] == "inspection_cancelled" and event["status"] == "partial"
+            assert event["event"] == "inspection_cancelled" and event["status"] == "partial" and event["retained"]
             partial = await _ok(s, "inspect_analysis_view", _view(event["parent_evidence_id"],
                                                                   collection="tensors", fields=["name"]))
             assert partial["source"]["status"] == "partial" and partial["source"]["sha256"] is None
