@@ -185,6 +185,9 @@ def inspect_cmd(
         except json.JSONDecodeError as exc:
             raise typer.BadParameter(f"--view is not JSON: {exc}") from None
     if import_bundle is not None or (isinstance(view_obj, dict) and "source" in view_obj):
+        if evidence_output is not None or hash_mode != "header":
+            raise typer.BadParameter("--import-bundle and a query object page retained facts: no "
+                                     "--evidence-output, no --hash full")
         from converters.inspect.retained import query_stored
 
         result = query_stored(path, import_bundle, view_obj)
