@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterable, Mapping
 
 from converters.acceptance.gates.codes import finding
-from converters.acceptance.gates.contract import CONTRACT_OBJECTS, Expected
+from converters.acceptance.gates.contract import CONTRACT_OBJECTS, Expected, layer_of
 from converters.acceptance.report import Finding
 from ninfer_core import TensorObject
 from ninfer_core.errors import NinferError
@@ -36,6 +36,11 @@ def _object(art, object_id: str):
         return None
 
 
+def in_layer(e: Expected, layer: int) -> bool:
+    """Whether ``e`` is a parameter of text layer ``layer`` (the scope of a minimal artifact)."""
+    return e.component == "text" and (e.layer if e.layer is not None else layer_of(e.name)) == layer
+
+
 def consumed_objects(art) -> set[str]:
     """Objects referenced by a binding, a use auxiliary, a component's resource table, or by the contract."""
     used = set(CONTRACT_OBJECTS)
@@ -52,12 +57,15 @@ def consumed_objects(art) -> set[str]:
 def check_coverage(art, expected: Mapping[str, Expected], *, unchecked: Mapping[str, str] | Iterable[str] = (),
                    only_layer: int | None = None) -> list[Finding]:
     """Coverage issues of ``art`` against ``expected`` (see the module docstring); ``unchecked``: components
-    (or component → reason) whose bindings are not judged."""
+    (or component → reason) whose bindings are not judged. ``only_layer``: the artifact is a minimal one
+    (provenance ``only_layer``, docs/acceptance.md §Minimal artifacts): only text layer ``only_layer``'s
+    parameters are required; whatever else it binds is judged as in a whole artifact."""
     issues: list[Finding] = []
     reasons = dict(unchecked) if isinstance(unchecked, Mapping) else dict.fromkeys(unchecked, "")
     unchecked = set(reasons)
     minimal = f" (a minimal artifact of layer {only_layer} only)" if only_layer is not None else ""
-    missing = [e for e in expected.values() if e.name not in art.bindings and not e.optional]
+    missing = [e for e in expected.values() if e.name not in art.bindings and not e.optional
+               and (only_layer is None or in_layer(e, only_layer))]
     for e in missing:
         issues.append(finding("NINFER_BINDING_MISSING", f"{e.name} {list(e.shape)} is not bound{minimal}",
                             path=f"$.bindings.{e.name}"))

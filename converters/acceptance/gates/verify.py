@@ -139,10 +139,13 @@ class VerifyRun(ArtifactGateContext):
     @cached_property
     def chosen(self) -> dict[str, list[int]]:
         """Component → the layers gates 4–5 compare: all with ``sweep``; the text layers asked for when given;
-        else the first layer of each kind and the last (:func:`sample_layers`), per component."""
+        else the first layer of each kind and the last (:func:`sample_layers`), per component. A minimal
+        artifact (provenance ``only_layer``) is compared on its one layer."""
         model = self.model
         n_layers = len(model.bound.layer_kinds)
-        if self.sweep:
+        if self.only_layer is not None:
+            text = [self.only_layer]
+        elif self.sweep:
             text = list(range(n_layers))
         elif self.layers is not None:
             bad = [i for i in self.layers if not 0 <= i < n_layers]
