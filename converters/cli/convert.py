@@ -265,9 +265,6 @@ def _options(kind: str):
         staging = _staging(artifact_id, artifact_id_from_content, plan_only, backend, scheduler, dry_run)
         overrides = parse_overrides(tensor_type, output_tensor_type, token_embedding_type)
         template = default_template(template, recipe=recipe)  # $NINFER_TERNARY_TEMPLATE for the ternary recipes
-        if overrides and (plan_only is not None or backend != "local"):
-            raise typer.BadParameter("format overrides are not carried by a staged conversion's plan file; "
-                                     "convert in one process", param_hint="--tensor-type")
         if report is not None:
             _check_report(report, dry_run, plan_only)
         if imatrix is not None and (plan_only is not None or backend != "local"):

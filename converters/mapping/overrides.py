@@ -5,7 +5,11 @@ A :class:`FormatOverride` matches a parameter when its regular expression is fou
 parameter's logical name (``text/layers/3/mlp/down``) or in its source tensor's name
 (``blk.3.ffn_down.weight``); the role overrides (``output_head``, ``embedding``) match by role. The first
 override that matches decides; a matched parameter is stored as an object of its own (it leaves its
-recipe group), and the plan records which rule chose every object's format.
+recipe group), and the plan records which rule chose every object's format. An expert bank has one
+format: an override decides it when it matches the bank's object id or every expert of the bank
+(:func:`bank_match`); one that matches only some experts is refused.
+
+A staged conversion carries the overrides in its plan file (:func:`to_plan`, :func:`from_plan`).
 """
 
 from __future__ import annotations
@@ -77,3 +81,50 @@ def parse_overrides(tensor_types: list[str] | None = None, output_tensor_type: s
 def first_match(overrides, name: str, role: str, source: str | None) -> FormatOverride | None:
     """The override that decides parameter ``name`` (of ``role``, read from ``source``), if any."""
     return next((o for o in overrides if o.matches(name, role, source)), None)
+
+
+def bank_match(overrides, bank: str, members: list) -> FormatOverride | None:
+    """The override that decides expert bank ``bank`` (its object id) of ``members`` (bound parameters, one
+    per expert): the first that matches the bank id or every expert; one matching only some experts is
+    refused (a bank has one format)."""
+    for o in overrides:
+        if o.matches(bank, members[0].role, None):
+            return o
+        hits = [p.name for p in members if o.matches(p.name, p.role, p.source.tensor if p.source else None)]
+        if len(hits) == len(members):
+            return o
+        if hits:
+            raise RecipeError(f"{o.flag}: matches {len(hits)} of the {len(members)} experts of bank {bank} "
+                              f"(first {hits[0]}); an expert bank has one format: match the bank id or every "
+                              "expert (docs/recipes.md §Overrides)", json_path=o.flag.split(" ")[0],
+                              rule="override_bank_partial")
+    return None
+
+
+def to_plan(overrides) -> list[dict]:
+    """The overrides as a staged conversion's plan file carries them."""
+    return [{"format": o.format, "flag": o.flag, "pattern": o.pattern, "role": o.role} for o in overrides]
+
+
+def from_plan(value, *, file: str) -> tuple[FormatOverride, ...]:
+    """Overrides read back from a plan file, checked as the flags are (known format, valid pattern)."""
+    if not isinstance(value, list):
+        raise RecipeError("plan request overrides is not a list", file=file, json_path="$.request.overrides",
+                          rule="plan_schema")
+    out = []
+    for i, v in enumerate(value):
+        where = f"$.request.overrides[{i}]"
+        if not (isinstance(v, dict) and set(v) == {"format", "flag", "pattern", "role"}
+                and all(isinstance(v[k], str) for k in ("format", "flag"))
+                and (v["pattern"] is None) != (v["role"] is None)
+                and all(v[k] is None or isinstance(v[k], str) for k in ("pattern", "role"))):
+            raise RecipeError("an override needs format, flag and one of pattern / role", file=file,
+                              json_path=where, rule="plan_schema")
+        if v["pattern"] is not None:
+            try:
+                re.compile(v["pattern"])
+            except re.error as exc:
+                raise RecipeError(f"not a regular expression: {exc}", file=file, json_path=where,
+                                  rule="override_pattern") from None
+        out.append(FormatOverride(_format(v["format"], v["flag"]), v["flag"], v["pattern"], v["role"]))
+    return tuple(out)

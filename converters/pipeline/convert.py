@@ -197,7 +197,7 @@ class ConvertOptions:
     plan_only: Path | None = None
     backend: str = "local"
     scheduler: str | None = None
-    format_overrides: tuple = ()  # converters.mapping.overrides.FormatOverride (not staged: the plan file lacks them)
+    format_overrides: tuple = ()  # converters.mapping.overrides.FormatOverride (staged too: in the plan file)
     imatrix: Path | None = None  # llama.cpp importance file (docs/imatrix.md; not staged either)
 
     @property

@@ -7,7 +7,8 @@ owns rows ``[e·N, (e+1)·N)`` and its binding is the Part ``range [e·N·K, (e+
 which every layout of the project serves as a zero-copy row view (§7.2 "a rank-2 expert bank's expert
 range can back a rank-2 logical projection", §7.3; ``ninfer_core.codecs.row_view``).
 
-Format (:func:`plan_bank`): the recipe's entry for the experts' role decides it for the whole bank.
+Format (:func:`plan_bank`): the recipe's entry for the experts' role decides it for the whole bank,
+unless a command-line override matches the bank id or every expert (docs/recipes.md §Overrides).
 
 - a format with per-member divisors (``nvfp4``; the codec trait ``divisors_per_member``,
   docs/format/codec-traits.md): ``divisors = E``, one FP32 weight divisor per expert (container §5.1,
@@ -43,6 +44,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from converters.errors import ConversionError
+from converters.mapping.overrides import bank_match
 from converters.mapping.recipes import EXACT
 from ninfer_core import codecs
 from ninfer_core.container.object_data import Placed
@@ -64,26 +66,34 @@ def plan_bank(planner, oid: str, members: list) -> object:
     rows, k = first.shape
     shape = (len(members) * rows, k)
     spec = planner.role(first)
+    override = bank_match(planner.recipe.overrides, oid, members)
+    want, fallback = (spec.format, spec.fallback) if override is None else (override.format, None)
+    rule = f"recipe {planner.recipe.name} role {spec.pattern}" if override is None else override.flag
     notes: list[str] = []
-    if spec.format == EXACT:
+    if want == EXACT:
         fmt, pieces = _exact_pieces(planner, oid, members, rows)
         divisors = 1
     else:
-        traits = codecs.codec_traits(spec.format)
-        fmt, divisors = spec.format, (len(members) if traits.divisors_per_member else 1)
+        traits = codecs.codec_traits(want)
+        fmt, divisors = want, (len(members) if traits.divisors_per_member else 1)
         if traits.divisors_per_member and rows % traits.row_tile:
-            if spec.fallback is None:
+            if fallback is None:
                 raise ConversionError(f"bank {oid}: {fmt} needs every expert to be whole {traits.row_tile}-row scale "
-                                      f"tiles, but an expert has {rows} rows, and the recipe gives no fallback",
+                                      f"tiles, but an expert has {rows} rows, and {rule} gives no fallback",
                                       file=planner.recipe.file, rule="format_shape")
             notes.append(f"{fmt} needs experts of whole {traits.row_tile}-row scale tiles, an expert has {rows} "
-                         f"rows: fallback {spec.fallback}")
-            fmt, divisors = spec.fallback, 1
-        fmt, divisors = planner.fit(oid, fmt, spec.fallback, shape, divisors, notes)
+                         f"rows: fallback {fallback}")
+            fmt, divisors = fallback, 1
+        fmt, divisors = planner.fit(oid, fmt, fallback, shape, divisors, notes)
         hadamard = planner.rotation(first, spec)
         pieces = [planner.piece(p, fmt, i * rows, hadamard=hadamard) for i, p in enumerate(members)]
+        inexact = next((pc for pc in pieces if pc.method == "encode"), None)
+        if override is not None and inexact is not None:
+            p = next(m for m in members if m.name == inexact.parameter)
+            notes.append(f"bank {oid}: {p.name}: {planner.why_not_exact(p, fmt)}: requantized into {fmt} "
+                         f"({override.flag})")
     obj = planner.tensor(oid, shape, fmt, divisors, pieces, spec.encoder, members, notes,
-                         rule=f"recipe {planner.recipe.name} role {spec.pattern} (expert bank)")
+                         rule=f"{rule} (expert bank)")
     obj.bank_rows = rows
     return obj
 

@@ -4,7 +4,8 @@ One JSON document, written once by the plan step and read by every encode task a
 
     {"schema": "ninfer-convert-plan/v1", "converter": "0.1.0",
      "request": {source, output, kind, recipe, template, max_file_bytes, only_layer, components, inputs,
-                 proposal, artifact_id, artifact_id_from_content},      # absolute paths
+                 proposal, artifact_id, artifact_id_from_content,      # absolute paths
+                 overrides: [{format, flag, pattern, role}, ...]},    # --tensor-type & co.
      "staging": "/shared/out/.model.ninfer.staging",
      "fingerprint": "<sha256 of the planned directory text>",
      "objects": [{"id", "bytes", "measure", "origin", "exactness"}, ...], # directory order
@@ -26,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from converters.errors import ConversionError
+from converters.mapping.overrides import from_plan, to_plan
 from converters.sources.atomic_write import write_new_file
 from converters.sources.kind import require_kind
 
@@ -53,11 +55,12 @@ class Request:
     proposal: dict | None = None
     artifact_id: str | None = None
     artifact_id_from_content: bool = False
+    overrides: tuple = ()  # format overrides as converters.mapping.overrides.to_plan writes them
 
     @classmethod
     def make(cls, source, output, *, kind=None, recipe=None, template=None, max_file_bytes=None, only_layer=None,
              components=("text",), inputs=None, proposal=None, artifact_id=None,
-             artifact_id_from_content=False) -> Request:
+             artifact_id_from_content=False, format_overrides=()) -> Request:
         """A request with absolute paths (tasks run elsewhere), inputs and proposal as JSON values."""
         rec = str(recipe) if recipe is not None else None
         if rec is not None and ("/" in rec or rec.endswith((".yaml", ".yml"))):  # as recipes.recipe_path
@@ -72,7 +75,8 @@ class Request:
             prop = {"domain": proposal.domain, "counts": _abs(proposal.counts), "rows": proposal.rows}
         aid = artifact_id.hex() if isinstance(artifact_id, bytes | bytearray) else artifact_id
         return cls(_abs(source), _abs(output), kind, rec, _abs(template), max_file_bytes, only_layer,
-                   tuple(components), ins, prop, aid, bool(artifact_id_from_content))
+                   tuple(components), ins, prop, aid, bool(artifact_id_from_content),
+                   tuple(to_plan(format_overrides)))
 
     def conversion_args(self) -> dict:
         """Keyword arguments of :func:`converters.pipeline.convert.open_conversion`."""
@@ -86,11 +90,12 @@ class Request:
         inputs = {k: [Path(p) for p in v] if isinstance(v, list) else Path(v) for k, v in self.inputs.items()}
         return {"recipe": self.recipe, "template": self.template, "only_layer": self.only_layer,
                 "components": self.components, "inputs": inputs or None, "expect_kind": self.kind,
-                "proposal": proposal}
+                "proposal": proposal, "format_overrides": from_plan(list(self.overrides), file="plan request")}
 
     def to_json(self) -> dict:
         out = asdict(self)
         out["components"] = list(self.components)
+        out["overrides"] = list(self.overrides)
         return out
 
     @classmethod
@@ -98,6 +103,7 @@ class Request:
         try:
             value = dict(value)
             value["components"] = tuple(value["components"])
+            value["overrides"] = tuple(to_plan(from_plan(value.get("overrides", []), file=file)))
             return cls(**value)
         except (TypeError, KeyError) as exc:
             raise ConversionError(f"plan request is malformed: {exc}", file=file, json_path="$.request",

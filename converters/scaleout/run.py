@@ -63,7 +63,7 @@ def run_conversion(options: ConvertOptions, *, on_plan: Callable[[list], None] |
     request = Request.make(o.source, o.output, kind=o.kind, recipe=o.recipe, template=o.template,
                            max_file_bytes=o.max_file_bytes, only_layer=o.only_layer, components=o.components,
                            inputs=o.inputs, proposal=o.proposal, artifact_id=o.artifact_id,
-                           artifact_id_from_content=o.artifact_id_from_content)
+                           artifact_id_from_content=o.artifact_id_from_content, format_overrides=o.format_overrides)
     return run_staged(request, plan_only=o.plan_only, backend=o.backend, scheduler=o.scheduler, workers=o.workers,
                       on_kept=on_kept)
 
