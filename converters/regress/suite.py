@@ -32,9 +32,11 @@ class SuiteResult:
         return all(r.ok for r in self.results)
 
     def to_json(self) -> dict:
-        """The ``convert regress --json`` report."""
+        """The ``convert regress --json`` report (``verdict``; ``result`` is its older spelling, kept for one
+        release: docs/cli.md §JSON contract)."""
+        verdict = "pass" if self.ok else "fail"
         return {"schema": SCHEMA, "cases_file": str(self.cases_file), "update": self.update,
-                "result": "pass" if self.ok else "fail", "stale_expectations": self.stale,
+                "verdict": verdict, "result": verdict, "stale_expectations": self.stale,
                 "cases": [r.to_json() for r in self.results]}
 
 
