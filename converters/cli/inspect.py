@@ -141,6 +141,17 @@ def _print_summary(s: dict) -> None:
                             ["#", *cols], [[r["index"], *[_cell(r.get(c)) for c in cols]] for r in page["rows"]]))
 
 
+def _print_page(result: dict) -> None:
+    """A page of retained Evidence (``--import-bundle`` / a query object), or the imported ids."""
+    if "rows" not in result:
+        console.print(table("imported evidence", ["evidence_id"], [[e] for e in result["evidence_ids"]]))
+        return
+    cols = sorted({k for r in result["rows"] for k in r} - {"index"})
+    console.print(table(f"{result['collection']} of {result['parent_evidence_id']} (matches {result['matches']}, "
+                        f"offset {result['offset']})", ["#", *cols],
+                        [[r["index"], *[_cell(r.get(c)) for c in cols]] for r in result["rows"]]))
+
+
 def _print_calbin(rec: dict) -> None:
     model, mem = rec.get("model", {}), rec.get("memory", {})
     rows = [["format", "calbin"], ["path", rec["package"]["path"]], ["files", rec["package"].get("file_count")],
@@ -191,7 +202,7 @@ def inspect_cmd(
         from converters.inspect.retained import query_stored
 
         result = query_stored(path, import_bundle, view_obj)
-        emit_json(result) if json_out else console.print_json(data=result)
+        emit_json(result) if json_out else _print_page(result)
         return
     if path is None:
         raise typer.BadParameter("PATH is required (unless --import-bundle is given)")

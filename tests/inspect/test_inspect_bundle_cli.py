@@ -42,6 +42,10 @@ def test_import_bundle_pages_with_a_selection_or_a_query(bundle, capsys):
     # the seed's query object on a stored bundle given as the path is no longer "unknown view members"
     rc, page = run(capsys, path, "--view", json.dumps(query))
     assert rc == 0 and page["matches"] == 1
+    assert main(["inspect", "--import-bundle", str(path), "--view", json.dumps(query)]) == 0  # a table
+    assert "general.name" in capsys.readouterr().out
+    assert main(["inspect", "--import-bundle", str(path)]) == 0
+    assert eid in capsys.readouterr().out
 
 
 def test_two_records_need_a_query_naming_one(bundle, tmp_path, capsys):
