@@ -140,3 +140,33 @@ def test_float_recipes_use_the_weights(made, tmp_path, recipe):
     with open_artifact(tmp_path / "w.ninfer") as a:
         objs = a.provenance["objects"]
     assert sum(1 for v in objs.values() if v.get("importance", {}).get("used")) >= 3
+
+
+def test_bank_experts_take_their_own_row_of_a_per_expert_entry(tmp_path):
+    from tinymodels import qwen3_moe
+
+    qwen3_moe.write_gguf(tmp_path / "moe.gguf", qwen3_moe.config(), matrix_type="F32")
+    rng = np.random.default_rng(4)
+    entries = {}
+    with open_gguf(tmp_path / "moe.gguf") as src:
+        for n, t in src.tensors.items():
+            if len(t.shape) == 3:  # [E, N, K] expert stacks: one row of importance per expert (nmat = E)
+                entries[n] = rng.lognormal(0, 1, (t.shape[0], t.shape[-1])).astype(np.float32)
+            elif len(t.shape) == 2:
+                entries[n] = rng.lognormal(0, 1, t.shape[-1]).astype(np.float32)
+    write_gguf_imatrix(tmp_path / "moe.imatrix", entries)
+    with open_conversion(tmp_path / "moe.gguf", tmp_path / "o.ninfer", recipe="groupwise-int", dry_run=True,
+                         imatrix=tmp_path / "moe.imatrix") as c:
+        imp = c.plan.importance
+        checked = set()
+        for o in c.objects:
+            if not getattr(o, "bank_rows", 0):
+                continue
+            for pc in o.pieces:
+                entry = entries[pc.source.tensor]
+                assert entry.ndim == 2
+                e = pc.row_start // o.bank_rows  # the expert this piece's rows belong to
+                w = imp.vectors[(o.id, pc.row_start)]
+                np.testing.assert_allclose(w, entry[e] / entry[e].mean() + 1e-3, rtol=1e-5)
+                checked.add(e)
+    assert len(checked) > 1
