@@ -68,6 +68,9 @@ def error_lines(facts: ReportFacts, metric: str) -> bytes | None:
     for kind, pts in sorted(series.items()):
         pts.sort()
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=kind)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("layer")
     ax.set_ylabel("cosine" if metric == "cosine" else "relative RMS error")
     if metric == "rel_rms":
