@@ -116,10 +116,29 @@ def _evidence_seeds(d: Path, gguf_seed: Path) -> None:
         cli_main(["inspect", str(gguf_seed), "--detail", "summary", "--evidence-output", str(d / "record.json"), "--json"])
 
 
+def _imatrix_seeds(d: Path) -> None:
+    """Both importance-file forms, written as llama.cpp writes them (tests/support/imatrix_files.py)."""
+    from tests.support.imatrix_files import write_dat_imatrix, write_gguf_imatrix
+
+    entries = {"blk.0.attn_q.weight": np.linspace(0.5, 2.0, 32, dtype=np.float32),
+               "blk.0.ffn_down_exps.weight": np.linspace(0.1, 1.0, 64, dtype=np.float32).reshape(2, 32)}
+    write_gguf_imatrix(d / "seed.imatrix", entries)
+    write_dat_imatrix(d / "seed.dat", {"blk.0.attn_q.weight": entries["blk.0.attn_q.weight"]})
+
+
+def _bundle_seeds(d: Path, gguf_seed: Path) -> None:
+    """A bundle of two records (``convert inspect --evidence-output`` of two files)."""
+    from converters.inspect import inspect_model_artifact
+    from converters.inspect.bundle import write_bundle
+
+    write_bundle(d / "bundle.json", [inspect_model_artifact(gguf_seed),
+                                     inspect_model_artifact(gguf_seed.with_name("big.gguf"))])
+
+
 def main() -> None:
     shutil.rmtree(SEEDS, ignore_errors=True)
     dirs = {t: SEEDS / t for t in ("gguf", "safetensors", "hf_index", "ninfer_entry", "ninfer_part", "calbin",
-                                   "evidence")}
+                                   "evidence", "imatrix", "evidence_bundle")}
     for d in dirs.values():
         d.mkdir(parents=True)
     _gguf_seeds(dirs["gguf"])
@@ -128,6 +147,8 @@ def main() -> None:
     _ninfer_seeds(dirs["ninfer_entry"], dirs["ninfer_part"])
     _calbin_seeds(dirs["calbin"])
     _evidence_seeds(dirs["evidence"], dirs["gguf"] / "little.gguf")
+    _imatrix_seeds(dirs["imatrix"])
+    _bundle_seeds(dirs["evidence_bundle"], dirs["gguf"] / "little.gguf")
     for f in sorted(SEEDS.rglob("*")):
         if f.is_file() and "/_" not in str(f.relative_to(SEEDS)):
             print(f"{f.relative_to(SEEDS)}  {f.stat().st_size} B")

@@ -153,9 +153,23 @@ def evidence(data: bytes, scratch: Path) -> str:
     return "accepted"
 
 
+def imatrix(data: bytes, scratch: Path) -> str:
+    from converters.sources.imatrix import read_imatrix
+
+    read_imatrix(_file(scratch, "m.imatrix", data))
+    return "accepted"
+
+
+def evidence_bundle(data: bytes, scratch: Path) -> str:
+    from converters.inspect.bundle import load_bundle
+
+    load_bundle(_file(scratch, "b.json", data))
+    return "accepted"
+
+
 TARGETS: dict[str, Callable[[bytes, Path], str]] = {
     "gguf": gguf, "safetensors": safetensors, "hf_index": hf_index, "ninfer_entry": ninfer_entry,
     "ninfer_part": ninfer_part, "calbin_manifest": calbin_manifest, "calbin_metadata": calbin_metadata,
-    "calbin_op_yaml": calbin_op_yaml, "evidence": evidence,
+    "calbin_op_yaml": calbin_op_yaml, "evidence": evidence, "imatrix": imatrix, "evidence_bundle": evidence_bundle,
 }
 TYPED = (NinferError,)

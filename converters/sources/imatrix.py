@@ -20,7 +20,6 @@ file, the entry and the rule.
 from __future__ import annotations
 
 import hashlib
-import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from converters.errors import SourceFormatError
+from converters.sources.fileio import OpenFile
 
 SECTION = "docs/imatrix.md §File forms"
 #: the largest importance file read (a 400B-parameter model's is well under 1 GiB)
@@ -58,31 +58,26 @@ def _bad(path: Path, message: str, rule: str, where: str | None = None) -> Sourc
     return SourceFormatError(message, file=str(path), json_path=where, rule=rule, section=SECTION)
 
 
-def _sha256(path: Path) -> str:
+def _sha256(f: OpenFile) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
+    for offset in range(0, f.size, 1 << 20):
+        h.update(f.pread(min(1 << 20, f.size - offset), offset))
     return h.hexdigest()
 
 
 def read_imatrix(path) -> Imatrix:
-    """Read ``path`` (either form, detected by content); see the module docstring for the checks."""
+    """Read ``path`` (either form, detected by content); see the module docstring for the checks. The file is
+    opened as every source is (a regular file, never blocking: a FIFO is a typed refusal, not a hang)."""
     path = Path(path)
-    try:
-        size = os.stat(path).st_size
-    except OSError as exc:
-        raise SourceFormatError(f"the importance file cannot be read: {exc.strerror or exc}", file=str(path),
-                                rule="imatrix_unreadable", section=SECTION) from None
-    if size > MAX_FILE_BYTES:
-        raise _bad(path, f"{size} bytes is more than the {MAX_FILE_BYTES} an importance file may have",
-                   "imatrix_too_large")
-    with open(path, "rb") as f:
-        magic = f.read(4)
-    im = _read_gguf(path) if magic == b"GGUF" else _read_dat(path, size)
-    if not im.entries:
-        raise _bad(path, "the file holds no importance entries", "imatrix_empty")
-    im.sha256 = _sha256(path)
+    with OpenFile(path) as f:
+        if f.size > MAX_FILE_BYTES:
+            raise _bad(path, f"{f.size} bytes is more than the {MAX_FILE_BYTES} an importance file may have",
+                       "imatrix_too_large")
+        magic = f.pread(4, 0) if f.size >= 4 else b""
+        im = _read_gguf(path) if magic == b"GGUF" else _read_dat(path, f.pread(f.size, 0))
+        if not im.entries:
+            raise _bad(path, "the file holds no importance entries", "imatrix_empty")
+        im.sha256 = _sha256(f)
     return im
 
 
@@ -107,8 +102,8 @@ class _Cursor:
         return struct.unpack("<i", self.take(4, what))[0]
 
 
-def _read_dat(path: Path, size: int) -> Imatrix:
-    data = path.read_bytes()  # bounded by MAX_FILE_BYTES above
+def _read_dat(path: Path, data: bytes) -> Imatrix:
+    size = len(data)  # bounded by MAX_FILE_BYTES above
     c = _Cursor(path, data)
     n = c.i32("n_entries")
     if n <= 0 or n * 16 > size:  # each entry has at least len, name byte, ncall, nval... (>= 13 bytes)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import struct
 
 import numpy as np
 import pytest
 
-from converters.errors import SourceFormatError
+from converters.errors import SourceError, SourceFormatError
 from converters.sources.imatrix import read_imatrix
 from tests.support.imatrix_files import dat_bytes, write_dat_imatrix, write_gguf_imatrix
 
@@ -109,7 +110,13 @@ def test_truncated_gguf_is_typed(tmp_path):
             read_imatrix(q)
 
 
-def test_missing_file(tmp_path):
-    with pytest.raises(SourceFormatError) as e:
+def test_missing_file_and_special_files_are_typed(tmp_path):
+    """Opened as every source is: a missing path or a FIFO is a typed refusal naming the file (never a hang)."""
+    with pytest.raises(SourceError) as e:
         read_imatrix(tmp_path / "none.imatrix")
-    assert e.value.rule == "imatrix_unreadable"
+    assert e.value.rule == "target_usable" and "none.imatrix" in str(e.value)
+    fifo = tmp_path / "fifo.imatrix"
+    os.mkfifo(fifo)
+    with pytest.raises(SourceError) as e:
+        read_imatrix(fifo)
+    assert e.value.rule == "target_regular_file"
