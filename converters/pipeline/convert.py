@@ -200,6 +200,11 @@ class ConvertOptions:
     format_overrides: tuple = ()  # converters.mapping.overrides.FormatOverride (staged too: in the plan file)
     imatrix: Path | None = None  # llama.cpp importance file (docs/imatrix.md; not staged either)
 
+    def __post_init__(self) -> None:
+        if self.imatrix is not None and self.staged:
+            raise ConversionError("importance weights (--imatrix) are not carried by a staged conversion's plan "
+                                  "file; convert in one process (docs/imatrix.md §Provenance)", rule="imatrix_staged")
+
     @property
     def staged(self) -> bool:
         """Whether the conversion runs staged (plan → encode → seal) rather than in this process."""

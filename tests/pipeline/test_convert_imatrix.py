@@ -170,3 +170,13 @@ def test_bank_experts_take_their_own_row_of_a_per_expert_entry(tmp_path):
                 np.testing.assert_allclose(w, entry[e] / entry[e].mean() + 1e-3, rtol=1e-5)
                 checked.add(e)
     assert len(checked) > 1
+
+
+def test_staged_options_refuse_importance_weights(tmp_path):
+    from converters.errors import ConversionError
+    from converters.pipeline.convert import ConvertOptions
+
+    with pytest.raises(ConversionError) as e:
+        ConvertOptions(tmp_path / "m.gguf", tmp_path / "o.ninfer", imatrix=tmp_path / "m.imatrix",
+                       plan_only=tmp_path / "plan.json")
+    assert e.value.rule == "imatrix_staged"
