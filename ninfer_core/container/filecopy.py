@@ -6,16 +6,10 @@ an object's chunks copies those bytes with ``os.copy_file_range`` (in the kernel
 falling back to ``os.sendfile`` where the kernel or file system refuses it (across file systems on old
 kernels, some network and overlay file systems), and to ``pread``/``pwrite`` last. The bytes written are
 the same whichever path runs.
-
-Write-back hints: :func:`start_writeback` asks the kernel to begin writing a just-written range to disk
-(``sync_file_range(SYNC_FILE_RANGE_WRITE)``, Linux), so that a durable writer's final ``fsync`` finds most
-pages already on their way instead of starting all of them at once. Where it is unavailable it does nothing.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import os
 from collections.abc import Iterator
@@ -160,28 +154,3 @@ class RangeCopier:
                 put += os.pwrite(dst_fd, buf[put:got], dst_off + done + put)
             done += got
         return done
-
-
-# ---- write-back hints -----------------------------------------------------------------------------------
-
-_SYNC_FILE_RANGE_WRITE = 2
-
-
-def _sync_file_range():
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fn = libc.sync_file_range
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_SFR = _sync_file_range()
-
-
-def start_writeback(fd: int, offset: int, length: int) -> None:
-    """Start (do not wait for) write-back of ``[offset, offset + length)`` of ``fd``; a hint, errors ignored."""
-    if _SFR is not None and length > 0:
-        _SFR(fd, offset, length, _SYNC_FILE_RANGE_WRITE)

@@ -20,7 +20,7 @@ import threading
 import weakref
 from pathlib import Path
 
-from ninfer_core.container.filecopy import FileRange, RangeCopier, start_writeback
+from ninfer_core.container.filecopy import FileRange, RangeCopier
 from ninfer_core.container.framing import EntryHeader, PartHeader
 from ninfer_core.container.planner import FilePlan
 from ninfer_core.container.tempfiles import fsync_directory, new_token, publish_noreplace, temp_name
@@ -29,8 +29,6 @@ from ninfer_core.errors import ArtifactExistsError, NinferError, WriterError
 log = logging.getLogger(__name__)
 
 _MAX_PWRITE = 1 << 30
-#: a durable writer starts write-back of every write at least this large (docs/io-speed.md §Write-back)
-WRITEBACK_MIN_BYTES = 1 << 20
 
 
 def check_targets_free(entry: Path, names: list[str | None] | tuple[str | None, ...]) -> None:
@@ -173,12 +171,9 @@ class FileSetWriter:
         try:
             if copy is None:
                 self._pwrite_all(fd, data, file_offset, self._temps.paths[index])
-                length = len(data)
             else:
                 rng, start, length = copy
                 RangeCopier.copy(rng, start, length, fd, file_offset, self._temps.paths[index])
-            if self.durable and length >= WRITEBACK_MIN_BYTES:  # docs/io-speed.md §Write-back
-                start_writeback(fd, file_offset, length)
         finally:
             with self._cond:
                 self._inflight -= 1

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from ninfer_core import ArtifactWriter, Component, open_artifact
-from ninfer_core.container import filecopy
 from ninfer_core.container.filecopy import FileRange, RangeCopier
 from ninfer_core.errors import WriterError
 
@@ -112,13 +111,7 @@ def test_oversized_range_and_missing_file_refused(tmp_path):
         FileRange(src, -1, 5)
 
 
-def test_range_chunks_and_writeback_hint(tmp_path):
+def test_range_chunks(tmp_path):
     src = tmp_path / "s.bin"
     src.write_bytes(SRC)
     assert b"".join(FileRange(src, 7, 20_000).chunks(4096)) == SRC[7:20_007]
-    fd = os.open(src, os.O_RDWR)
-    try:
-        filecopy.start_writeback(fd, 0, len(SRC))  # a hint: returns, changes nothing
-    finally:
-        os.close(fd)
-    assert src.read_bytes() == SRC
