@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import os
 import platform
@@ -43,8 +44,9 @@ DEFAULT_SCALES = {"codecs": 1.0, "container": 0.25, "directory": 1.0, "inspect":
 MIB = 1 << 20
 
 
-def _child(area: str, scale: float, workdir: Path, output: Path) -> int:
-    """Run one area in this (child) process and write its results to ``output``."""
+def _child(area: str, scale: float, workdir: Path, output: Path, timing: dict | None = None) -> int:
+    """Run one area in this (child) process and write its results to ``output``. ``timing``: ``repeats`` /
+    ``drop_cache`` for the areas whose ``run`` takes them (best-of-N interleaved timing, bench/timing.py)."""
     try:
         module = importlib.import_module(f"bench.{area}")
     except ModuleNotFoundError as exc:
@@ -52,19 +54,20 @@ def _child(area: str, scale: float, workdir: Path, output: Path) -> int:
             raise
         output.write_text(json.dumps({"missing": True}))
         return 0
-    results = module.run(workdir, scale=scale)
+    accepted = inspect.signature(module.run).parameters
+    results = module.run(workdir, scale=scale, **{k: v for k, v in (timing or {}).items() if k in accepted})
     output.write_text(json.dumps({"results": results}, default=str))
     return 0
 
 
-def _run_area(area: str, scale: float, workdir: Path, console: Console) -> dict:
+def _run_area(area: str, scale: float, workdir: Path, console: Console, timing_args: list[str] = ()) -> dict:
     """The area in a child process: its results, wall seconds and peak RSS (or the failure)."""
     out = workdir.parent / f"{area}.results.json"
     out.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "bench", "--child", area, "--scale", str(scale), "--workdir",
-                             str(workdir), "--output", str(out)], env=env)
+                             str(workdir), "--output", str(out), *timing_args], env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - started
     code = os.waitstatus_to_exitcode(status)
@@ -99,10 +102,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None, help=f"areas to run (default: {' '.join(AREAS)})")
     parser.add_argument("--workdir", type=Path, default=Path("bench/work"), help="scratch directory")
     parser.add_argument("--output", type=Path, default=Path("bench/results.json"))
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="runs of each side of a timed comparison, interleaved, best taken (default: the "
+                             "area's own; 3 for convert and moe)")
+    parser.add_argument("--keep-page-cache", action="store_true",
+                        help="sync between timed runs but do not drop the page cache (it is dropped where "
+                             "permitted, i.e. as root)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
-        return _child(args.child, args.scale, args.workdir, args.output)
+        timing = {"drop_cache": not args.keep_page_cache}
+        if args.repeats is not None:
+            timing["repeats"] = args.repeats
+        return _child(args.child, args.scale, args.workdir, args.output, timing)
+    if args.repeats is not None and args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
+    timing_args = ([] if args.repeats is None else ["--repeats", str(args.repeats)]) + \
+        (["--keep-page-cache"] if args.keep_page_cache else [])
 
     console = Console(width=None if sys.stdout.isatty() else 160)  # a log keeps the table readable
     areas = args.only or list(AREAS)
@@ -120,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         workdir.mkdir(parents=True)
         console.print(f"[bold]running {area}[/] (scale {scale:g})")
         try:
-            info = _run_area(area, scale, workdir, console)
+            info = _run_area(area, scale, workdir, console, timing_args)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         steps[area] = {k: v for k, v in info.items() if k != "results"}
@@ -161,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                             "cpus": os.cpu_count(),
                             "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")},
                 "scale": args.scale, "scales": {a: steps[a]["scale"] for a in steps}, "seconds": round(total, 1),
+                "repeats": args.repeats, "keep_page_cache": args.keep_page_cache,
                 "steps": steps, "targets": {"met": len(targeted) - len(missed), "not_met": len(missed)},
                 "results": results, "failures": failures,
             },

@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench.timing import DEFAULT_REPEATS, interleaved, rounded
+
 GIB = 1 << 30
 RSS_TARGET = 1.5 * GIB
 RATIO_TARGET = 0.6
@@ -50,20 +52,26 @@ def _child(args: list[str]) -> tuple[dict, int, float]:
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", CHILD, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=env)
-    out, err = proc.communicate()
+    out, err = _drain(proc)
+    _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage (not the maximum over every child)
+    proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - started
-    _, status, usage = os.wait4(proc.pid, 0) if proc.returncode is None else (proc.pid, proc.returncode, None)
     if proc.returncode != 0:
         raise RuntimeError(f"conversion failed: {err.decode()[-2000:]}")
-    rss = _peak_rss(usage)
-    return json.loads(out.decode().strip().splitlines()[-1]), rss, wall
+    return json.loads(out.decode().strip().splitlines()[-1]), int(usage.ru_maxrss) * 1024, wall  # Linux: KiB
 
 
-def _peak_rss(usage) -> int:
-    import resource
+def _drain(proc: subprocess.Popen) -> tuple[bytes, bytes]:
+    """The child's stdout and stderr read to their end without reaping it (``wait4`` does, for its rusage);
+    stderr is read on a thread so that neither pipe fills while the other is read."""
+    import threading
 
-    ru = usage if usage is not None else resource.getrusage(resource.RUSAGE_CHILDREN)
-    return int(ru.ru_maxrss) * 1024  # Linux: kilobytes
+    err: list[bytes] = []
+    reader = threading.Thread(target=lambda: err.append(proc.stderr.read()))
+    reader.start()
+    out = proc.stdout.read()
+    reader.join()
+    return out, err[0]
 
 
 def _cp_seconds(src: Path, dst: Path) -> float:
@@ -80,7 +88,8 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
 
 
-def run(workdir: Path, scale: float = 1.0) -> list[dict]:
+def run(workdir: Path, scale: float = 1.0, repeats: int = DEFAULT_REPEATS, drop_cache: bool = True) -> list[dict]:
+    """Measure; the cp-ratio rows are the best of ``repeats`` interleaved runs of each side (bench/timing.py)."""
     from tinymodels import qwen35
 
     results = []
@@ -92,22 +101,35 @@ def run(workdir: Path, scale: float = 1.0) -> list[dict]:
     qwen35.write_gguf(gguf, qwen35.config(num_hidden_layers=layers, **DIMS), matrix_type="Q8_0")
     gen_seconds = time.perf_counter() - t
     size = gguf.stat().st_size
-    cp_s = _cp_seconds(gguf, workdir / "copy.gguf")
     out = workdir / "exact.ninfer"
-    res, rss, wall = _child([str(gguf), str(out), "exact", workers])  # the writer fsyncs before publishing
-    conv_s = res["seconds"]
+    converted: list[tuple[dict, int, float]] = []
+    artifact_bytes = [0]
+
+    def conversion() -> float:
+        res, rss, wall = _child([str(gguf), str(out), "exact", workers])  # the writer fsyncs before publishing
+        converted.append((res, rss, wall))
+        artifact_bytes[0] = _size(out)
+        out.unlink()
+        return res["seconds"]
+
+    runs, dropped = interleaved({"cp": lambda: _cp_seconds(gguf, workdir / "copy.gguf"), "convert": conversion},
+                                repeats, drop_cache)
+    cp_s, conv_s = min(runs["cp"]), min(runs["convert"])
+    res = converted[0][0]
+    rss = max(r[1] for r in converted)
     ratio = cp_s / conv_s
-    detail = {"source_bytes": size, "layers": layers, "artifact_bytes": _size(out), "cp_seconds": round(cp_s, 3),
-              "convert_seconds": round(conv_s, 3), "process_wall_seconds": round(wall, 3),
+    detail = {"source_bytes": size, "layers": layers, "artifact_bytes": artifact_bytes[0],
+              "cp_seconds": round(cp_s, 3), "convert_seconds": round(conv_s, 3),
+              "process_wall_seconds": round(min(r[2] for r in converted), 3),
               "cp_MBps": round(size / cp_s / 1e6, 1), "convert_MBps": round(size / conv_s / 1e6, 1),
               "exactness": res["summary"]["exactness"], "generate_seconds": round(gen_seconds, 1),
-              "workers": int(workers)}
+              "workers": int(workers), "repeats": repeats, "page_cache_dropped": dropped, "runs": rounded(runs)}
     results.append({"name": "exact Q8_0 GGUF → .ninfer throughput vs cp", "value": round(ratio, 3), "unit": "× cp",
                     "target": f">= {RATIO_TARGET}", "met": ratio >= RATIO_TARGET, "detail": detail})
     results.append({"name": "exact conversion peak RSS", "value": round(rss / GIB, 3), "unit": "GiB",
                     "target": f"<= {RSS_TARGET / GIB}", "met": rss <= RSS_TARGET,
-                    "detail": {"peak_rss_bytes": rss, "source_bytes": size, "source_over_rss": round(size / rss, 2)}})
-    out.unlink()
+                    "detail": {"peak_rss_bytes": rss, "source_bytes": size, "source_over_rss": round(size / rss, 2),
+                               "runs_peak_rss_bytes": [r[1] for r in converted]}})
     gguf.unlink()
     # 2. groupwise-int from a bf16 HF directory
     layers = max(4, math.ceil(GIB * scale / (LAYER_Q8_BYTES * 2) / 4) * 4)
@@ -126,35 +148,41 @@ def run(workdir: Path, scale: float = 1.0) -> list[dict]:
                                "exactness": res["summary"]["exactness"],
                                "worst_cosine": res["summary"].get("worst_cosine")}})
     # 3. passthrough only: the same bf16 directory with ``exact`` (every object's bytes copied unchanged)
-    results.append(_passthrough(workdir, hf, hf_size, workers))
+    results.append(_passthrough(workdir, hf, hf_size, workers, repeats, drop_cache))
     shutil.rmtree(hf)
     return results
 
 
-def _passthrough(workdir: Path, hf: Path, hf_size: int, workers: str, repeats: int = 2) -> dict:
+def _passthrough(workdir: Path, hf: Path, hf_size: int, workers: str, repeats: int = DEFAULT_REPEATS,
+                 drop_cache: bool = True) -> dict:
     """``exact`` from a bf16 directory (BF16 → bf16: every byte copied in the kernel, docs/io-speed.md
     §Unchanged bytes) against ``cp -r`` of the directory + ``sync``; best of ``repeats`` interleaved."""
     copy, out = workdir / "copy-hf", workdir / "passthrough.ninfer"
-    cp_runs, conv_runs, summary = [], [], {}
-    for _ in range(repeats):
-        os.sync()
+    summary = {}
+
+    def cp() -> float:
         started = time.perf_counter()
         subprocess.run(["cp", "-r", str(hf), str(copy)], check=True)
         os.sync()
-        cp_runs.append(time.perf_counter() - started)
+        seconds = time.perf_counter() - started
         shutil.rmtree(copy)
-        os.sync()
+        return seconds
+
+    def conversion() -> float:
         res, _, _ = _child([str(hf), str(out), "exact", workers])
-        conv_runs.append(res["seconds"])
-        summary = res["summary"]
+        summary.update(res["summary"])
         out.unlink()
-    cp_s, conv_s = min(cp_runs), min(conv_runs)
+        return res["seconds"]
+
+    runs, dropped = interleaved({"cp": cp, "convert": conversion}, repeats, drop_cache)
+    cp_s, conv_s = min(runs["cp"]), min(runs["convert"])
     ratio = cp_s / conv_s
     return {"name": "passthrough-only conversion (bf16 HF → exact) throughput vs cp", "value": round(ratio, 3),
             "unit": "× cp", "target": f">= {PASSTHROUGH_TARGET}", "met": ratio >= PASSTHROUGH_TARGET,
             "detail": {"source_bytes": hf_size, "cp_seconds": round(cp_s, 3), "convert_seconds": round(conv_s, 3),
                        "cp_MBps": round(hf_size / cp_s / 1e6, 1), "convert_MBps": round(hf_size / conv_s / 1e6, 1),
-                       "exactness": summary.get("exactness"), "repeats": repeats, "workers": int(workers)}}
+                       "exactness": summary.get("exactness"), "repeats": repeats, "workers": int(workers),
+                       "page_cache_dropped": dropped, "runs": rounded(runs)}}
 
 
 if __name__ == "__main__":  # python -m bench.convert [scale]
