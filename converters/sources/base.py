@@ -101,6 +101,9 @@ class Source:
         self.tensors: dict[str, SourceTensor] = {}
         # explicit layout assumptions made to read historically ambiguous GGML types (for provenance)
         self.layout_assumptions: list[dict] = []
+        # virtual tensor name -> QuantizedWeight of a prequantized checkpoint (docs/prequantized.md)
+        self.quantized_weights: dict = {}
+        self.quantization = None  # its QuantizationConfig
 
     @property
     def metadata(self) -> Mapping:
@@ -113,9 +116,18 @@ class Source:
             raise SourceError(f"no tensor named {name!r}", file=str(self.path), json_path=name,
                               rule="tensor_exists") from None
 
+    def quantized(self, name: str):
+        """The :class:`~converters.sources.prequantized.QuantizedWeight` behind virtual tensor ``name`` of a
+        prequantized checkpoint, or None for an ordinary tensor (docs/prequantized.md §Source-layer contract)."""
+        return self.quantized_weights.get(name)
+
     def raw(self, name: str) -> np.ndarray:
         """The tensor's bytes as a zero-copy ``uint8`` view of the memory-mapped file."""
         t = self.tensor(name)
+        if name in self.quantized_weights:
+            raise SourceError(f"{name} is a prequantized {t.dtype} weight stored as several component tensors; "
+                              "its bytes are read through source.quantized(name) (docs/prequantized.md)",
+                              file=str(t.file), json_path=name, rule="prequantized_raw")
         if t.read_length is None:
             raise SourceError(
                 f"the byte length of {t.dtype} (type id {t.type_id}) is not fixed by the declaration "
@@ -128,6 +140,9 @@ class Source:
         from converters.sources.decode import decode_tensor
 
         t = self.tensor(name)
+        qw = self.quantized_weights.get(name)
+        if qw is not None:  # the source library's own dequantization (docs/prequantized.md §Value relations)
+            return qw.dequantize(0, qw.shape[0]).reshape(t.shape)
         return decode_tensor(t, self.raw(name), big_endian=self._big_endian(t))
 
     def identity(self) -> dict:

@@ -77,6 +77,9 @@ class HFCheckpoint(Source):
         self.resource_files: dict[str, Path] = {}
         try:
             self._open()
+            from converters.sources.prequantized import attach
+
+            self.quantization = attach(self)  # docs/prequantized.md §Detection
         except BaseException:
             self.close()
             raise
@@ -165,7 +168,7 @@ class HFCheckpoint(Source):
 
     @property
     def tensor_bytes(self) -> int:
-        return sum(t.byte_length for t in self.tensors.values())
+        return sum(t.byte_length for s in self.shards.values() for t in s.tensors.values())
 
     def identity(self) -> dict:
         files = [dict(name=n, **v) for n, v in self.side_files.items()]

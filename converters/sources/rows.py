@@ -51,12 +51,14 @@ class Storage:
 
 def storage_of(t) -> Storage:
     """The :class:`Storage` of a :class:`~converters.sources.SourceTensor`."""
-    if t.read_length is None:
-        raise SourceError(f"{t.name}: the byte length of {t.dtype} is not known; it cannot be read",
-                          file=str(t.file), json_path=t.name, rule="storage_length_known")
     shape = t.shape
     cols = shape[-1] if len(shape) >= 2 else 1
     rows = t.elements // cols if cols else 0
+    if t.basis == "prequantized":  # a virtual tensor: rows are dequantized, not mapped (docs/prequantized.md)
+        return Storage(None, t.dtype, t.block[0] if t.block else 1, 0, rows, cols, None)
+    if t.read_length is None:
+        raise SourceError(f"{t.name}: the byte length of {t.dtype} is not known; it cannot be read",
+                          file=str(t.file), json_path=t.name, rule="storage_length_known")
     if t.type_id is None:
         size = ST_SIZES.get(t.dtype)
         if size is None:
@@ -70,11 +72,13 @@ def storage_of(t) -> Storage:
 
 
 class TensorRows:
-    """Row access to one tensor of one source."""
+    """Row access to one tensor of one source (a prequantized virtual tensor's rows are its library's
+    dequantization, docs/prequantized.md §Source-layer contract)."""
 
     def __init__(self, source, name: str) -> None:
         self.source = source
         self.tensor = source.tensor(name)
+        self.quantized = source.quantized(name) if hasattr(source, "quantized") else None
         self.storage = storage_of(self.tensor)
         header = getattr(source, "header", None)
         self.big_endian = getattr(header, "byte_order", "little") == "big"
@@ -104,6 +108,8 @@ class TensorRows:
 
     def raw(self, ids: slice | np.ndarray) -> np.ndarray:
         """Raw bytes of the selected rows, ``[n, row_bytes]`` (a mapped view for a slice, else a copy)."""
+        if self.quantized is not None:
+            return self.source.raw(self.tensor.name)  # raises: a prequantized weight has no row bytes
         if isinstance(ids, slice):
             start, stop, _ = ids.indices(self.storage.rows)
             return self._map(start, stop - start)
@@ -115,6 +121,8 @@ class TensorRows:
 
     def floats(self, ids: slice | np.ndarray) -> np.ndarray:
         """float32 values of the selected rows, ``[n, cols]``."""
+        if self.quantized is not None:
+            return self._dequantized(ids)
         raw = self.raw(ids) if self.storage.row_bytes is not None else self._map(0, self.storage.rows)
         n = raw.shape[0] if raw.ndim == 2 else self.storage.rows
         shaped = dataclasses.replace(self.tensor, shape=(n, self.storage.cols))
@@ -124,6 +132,19 @@ class TensorRows:
         elif raw.ndim != 2:
             out = out[ids]
         return out
+
+
+    def _dequantized(self, ids: slice | np.ndarray) -> np.ndarray:
+        """The library's values of the selected rows, reading only rows ``min(ids)..max(ids)``."""
+        qw = self.quantized
+        if isinstance(ids, slice):
+            start, stop, step = ids.indices(self.storage.rows)
+            return qw.dequantize(start, max(start, stop))[::step] if step > 0 else qw.dequantize(0, 0)
+        ids = np.asarray(ids, dtype=np.int64)
+        if len(ids) == 0:
+            return qw.dequantize(0, 0)
+        lo, hi = int(ids.min()), int(ids.max()) + 1
+        return qw.dequantize(lo, hi)[ids - lo]
 
 
 class StackedRows:

@@ -1,0 +1,239 @@
+"""Exact v3 targets of prequantized weights: the table, the transcoders, the ulp bounds
+(docs/prequantized.md §Exactness table, §Ulp distance).
+
+Targets per family, in preference order (each only where the values fit, else absent):
+
+- NVFP4 → ``nvfp4`` (bit-exact: nibbles and E4M3 block scales copied, the scales into 128×4 tiles; the
+  divisor is the convention's, docs/prequantized.md §Value relations);
+- FP8 per tensor / channel → ``fp8_e4m3fn_row_bf16`` (codes copied; bit-exact when the scale is bfloat16,
+  value-exact when it converts to bfloat16 exactly or the library itself rounds it to bfloat16);
+- INT4 → ``q4_g64_fp16`` (symmetric, group a multiple of 64 or per channel), ``q5_g64_fp16`` (also with zero
+  points: ``q - z`` is in −15..15), ``q8_g32_fp16`` (group a multiple of 32); INT8 → ``q8_g32_fp16`` when no
+  code is −128 (the one check that reads the codes); every one needs FP16-exact scales;
+- every kind → ``bf16`` when the library's output dtype is bfloat16, and ``fp32``: the library's values.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from ninfer_core import codecs
+from ninfer_core.codecs.base import fail
+from ninfer_core.codecs.bitpack import pack
+from ninfer_core.codecs.nvfp4 import swizzle
+
+from .families import FP8Weight, IntWeight, NVFP4Weight
+from .numeric import E2M1, E4M3, OUT_DTYPES, ulp_distance
+
+SECTION = "docs/prequantized.md §Exactness table"
+ROW_SPLIT = {"q4_g64_fp16": (4, 64, -8, 7), "q5_g64_fp16": (5, 64, -16, 15), "q8_g32_fp16": (8, 32, -127, 127)}
+BLOCK_ROWS = 4096  # rows per read when a whole tensor's scales or codes are scanned
+
+
+def _blocks(n: int, step: int = BLOCK_ROWS):
+    for a in range(0, n, step):
+        yield a, min(n, a + step)
+
+
+def _fits(values: np.ndarray, dtype) -> bool:
+    """Whether every value converts to ``dtype`` and back unchanged (finite)."""
+    v = np.asarray(values, dtype=np.float32)
+    back = v.astype(dtype).astype(np.float32)
+    return bool(np.isfinite(back).all() and np.array_equal(back, v))
+
+
+def _scan_scales(qw, read, test) -> bool:
+    return all(test(read(a, b)) for a, b in _blocks(qw.shape[0]))
+
+
+def exact_targets(qw) -> dict[str, str]:
+    """The table above for one weight."""
+    out: dict[str, str] = {}
+    n, k = qw.shape
+    if isinstance(qw, NVFP4Weight):
+        ok_shape = n % 128 == 0 and k % 64 == 0
+        d = qw.weight_divisor
+        ok_div = d is not None and np.isfinite(np.float32(d)) and np.float32(d) > 0
+        if ok_shape and ok_div and _scan_scales(qw, qw.block_scales, lambda b: not ((b & 0x7F) == 0x7F).any()
+                                                and not (b & 0x80).any()):
+            out["nvfp4"] = "bit-exact"
+    elif isinstance(qw, FP8Weight) and qw.block[1] == k:
+        label = _fp8_row_label(qw)
+        if label:
+            out["fp8_e4m3fn_row_bf16"] = label
+    elif isinstance(qw, IntWeight):
+        if _scan_scales(qw, qw.scales, lambda s: _fits(s, np.float16)):
+            sg = qw.group or k
+            if qw.bits == 4:
+                if qw.symmetric and sg % 64 == 0:
+                    out["q4_g64_fp16"] = "value-exact"
+                if sg % 64 == 0:
+                    out["q5_g64_fp16"] = "value-exact"
+            if sg % 32 == 0 and (qw.bits == 4 or _no_code(qw, -128)):
+                out["q8_g32_fp16"] = "value-exact"
+    if qw.library_dtype == "bfloat16":
+        out["bf16"] = "value-exact"
+    out["fp32"] = "value-exact"
+    return out
+
+
+def _fp8_row_label(qw: FP8Weight) -> str | None:
+    if qw.parts[qw.SCALES].dtype == "BF16":
+        return "bit-exact"
+    if qw.kind == "MO_FP8" and qw.library_dtype == "bfloat16":
+        return "value-exact"  # ModelOpt rounds the scale to bfloat16 itself
+    if _scan_scales(qw, lambda a, b: qw.scale_grid(a, b), lambda s: _fits(s, ml_dtypes.bfloat16)):
+        return "value-exact"
+    return None
+
+
+def _no_code(qw: IntWeight, code: int) -> bool:
+    return _scan_scales(qw, qw.codes, lambda q: not (q == code).any())
+
+
+# --- transcoding -------------------------------------------------------------------------------------------
+
+def transcode(qw, fmt: str, r0: int, r1: int) -> np.ndarray:
+    """Rows ``[r0, r1)`` of ``qw`` as one ``fmt`` object (uint8 array)."""
+    targets = qw.exact_targets()
+    if fmt not in targets:
+        raise fail(f"tensor {qw.name!r}: {qw.kind} has no exact path into {fmt} (exact targets: "
+                   f"{', '.join(targets) or 'none'})", "no_exact_transcode", SECTION, where=qw.name)
+    n, k = r1 - r0, qw.shape[1]
+    if fmt in ("fp32", "bf16"):
+        v = qw.dequantize(r0, r1)
+        return np.ascontiguousarray(v.astype("<f4" if fmt == "fp32" else ml_dtypes.bfloat16)).view(np.uint8).reshape(-1)
+    codec = codecs.FORMATS[fmt]
+    geom = codec.geometry((n, k), 1)
+    buf = np.zeros(geom.nbytes, dtype=np.uint8)
+    views = codec.plane_views(geom, buf)
+    if fmt == "nvfp4":
+        _nvfp4(qw, views, r0, r1)
+    elif fmt == "fp8_e4m3fn_row_bf16":
+        _fp8_row(qw, views, r0, r1)
+    else:
+        _row_split(qw, fmt, views, r0, r1)
+    return buf
+
+
+def _where(qw, row: int, what: str) -> str:
+    return f"tensor {qw.name!r}: row {row}, {what}"
+
+
+def _nvfp4(qw: NVFP4Weight, views: dict, r0: int, r1: int) -> None:
+    k = qw.shape[1]
+    if r0 % 128 or (r1 - r0) % 128:
+        raise fail(f"tensor {qw.name!r}: nvfp4 rows [{r0}, {r1}) are not whole 128-row tiles", "nvfp4_rows",
+                   "storage-layouts §3", where=qw.name)
+    views["codes"][...] = qw.codes(r0, r1)
+    s = np.ascontiguousarray(qw.block_scales(r0, r1))
+    bad = ((s & 0x7F) == 0x7F) | ((s & 0x80) != 0)
+    if bad.any():
+        i, j = (int(x) for x in np.argwhere(bad)[0])
+        raise fail(_where(qw, r0 + i, f"block {j} (columns {16 * j}..{16 * j + 15}): block scale byte "
+                          f"{int(s[i, j]):#04x} is NaN or negative, which nvfp4 cannot hold"),
+                   "unrepresentable_block", SECTION, where=qw.name)
+    views["block_scales"][...] = swizzle(s, k)
+    views["divisors"][...] = np.asarray([qw.weight_divisor], dtype="<f4").view(np.uint8).reshape(-1, 4)
+
+
+def _bf16_words(qw: FP8Weight, s: np.ndarray, r0: int) -> np.ndarray:
+    if qw.parts[qw.SCALES].dtype == "BF16":
+        return np.ascontiguousarray(s).view("<u2")
+    f = np.asarray(s, dtype=np.float32)
+    b = f.astype(ml_dtypes.bfloat16)
+    if not (qw.kind == "MO_FP8" and qw.library_dtype == "bfloat16"):
+        off = np.flatnonzero(b.astype(np.float32).reshape(-1) != f.reshape(-1))
+        if off.size:
+            i = int(off[0])
+            raise fail(_where(qw, r0 + i, f"scale {float(f.reshape(-1)[i])!r} is not a bfloat16 value"),
+                       "unrepresentable_block", SECTION, where=qw.name)
+    return b.view("<u2")
+
+
+def _fp8_row(qw: FP8Weight, views: dict, r0: int, r1: int) -> None:
+    c = qw.codes(r0, r1)
+    nan = (c & 0x7F) == 0x7F
+    if nan.any():
+        i, j = (int(x) for x in np.argwhere(nan)[0])
+        raise fail(_where(qw, r0 + i, f"column {j}: code {int(c[i, j]):#04x} is NaN"), "invalid_code", SECTION,
+                   where=qw.name)
+    views["codes"][...] = c
+    words = _bf16_words(qw, qw.scale_grid(r0, r1)[:, 0], r0)
+    views["scales"][...] = np.ascontiguousarray(words).view(np.uint8).reshape(-1, 2)
+
+
+def _row_split(qw: IntWeight, fmt: str, views: dict, r0: int, r1: int) -> None:
+    bits, tg, lo, hi = ROW_SPLIT[fmt]
+    n, k = r1 - r0, qw.shape[1]
+    sg = qw.group or k
+    v = qw.values(r0, r1).reshape(n, k)
+    bad = (v < lo) | (v > hi)
+    if bad.any():
+        i, j = (int(x) for x in np.argwhere(bad)[0])
+        raise fail(_where(qw, r0 + i, f"column {j} (group {j // tg}): value {int(v[i, j])} is outside {fmt}'s "
+                          f"{lo}..{hi}"), "unrepresentable_block", SECTION, where=qw.name)
+    kp = views["low"].shape[1] * 8 // (4 if bits != 8 else 8)
+    p = np.zeros((n, kp), dtype=np.uint8)
+    p[:, :k] = v.astype(np.int8).view(np.uint8)
+    if bits == 8:
+        views["low"][...] = p
+    else:
+        pack(p, 4, out=views["low"])
+        if bits == 5:
+            pack(np.right_shift(p, 4) & 1, 1, out=views["high"])
+    s = np.asarray(qw.scales(r0, r1), dtype=np.float32)
+    s16 = s.astype(np.float16)
+    if not np.array_equal(s16.astype(np.float32), s):
+        i, j = (int(x) for x in np.argwhere(s16.astype(np.float32) != s)[0])
+        raise fail(_where(qw, r0 + i, f"group {j}: scale {float(s[i, j])!r} is not an fp16 value"),
+                   "unrepresentable_block", SECTION, where=qw.name)
+    per = sg // tg
+    scale = views["scale"].view("<f2")
+    scale[:, : k // tg] = np.repeat(s16, per, axis=1)[:, : k // tg]
+
+
+# --- ulp bounds ---------------------------------------------------------------------------------------------
+
+def ulp_bound(qw, fmt: str) -> int:
+    """Largest ulp distance between ``fmt``'s decode and the library rule over every code with every distinct
+    scale the tensor holds (a bound on the whole tensor, reading only the scales)."""
+    if fmt not in qw.exact_targets():
+        raise fail(f"tensor {qw.name!r}: {fmt} is not an exact target of {qw.kind}", "no_exact_transcode", SECTION,
+                   where=qw.name)
+    if fmt in ("fp32", "bf16"):
+        return 0
+    if isinstance(qw, NVFP4Weight):
+        u = _unique(qw, qw.block_scales)
+        s = E4M3[u][:, None]  # (U, 1)
+        c = np.broadcast_to(E2M1, (len(u), 1, 16))
+        v3 = np.divide(np.multiply(c, s[:, :, None], dtype=np.float32), np.float32(qw.weight_divisor), dtype=np.float32)
+        return ulp_distance(v3, qw.rule(c, s), qw.library_dtype)
+    if isinstance(qw, FP8Weight):
+        u = _unique(qw, lambda a, b: qw.scale_grid(a, b))[:, None]
+        codes = np.arange(256, dtype=np.uint8)
+        codes = codes[(codes & 0x7F) != 0x7F]
+        q = E4M3[codes][None, :]
+        words = _bf16_words(qw, u, 0).reshape(-1, 1)
+        v3 = np.multiply(q, (words.astype(np.uint32) << 16).view(np.float32), dtype=np.float32)
+        return ulp_distance(v3, qw.rule(np.broadcast_to(q, v3.shape), np.broadcast_to(u, v3.shape)), qw.library_dtype)
+    bits, _, lo, hi = ROW_SPLIT[fmt]
+    u = _unique(qw, qw.scales)[:, None]
+    vals = np.arange(max(lo, -255), min(hi, 255) + 1, dtype=np.float32)[None, :]
+    v3 = np.multiply(vals, u.astype(np.float32).astype(np.float16).astype(np.float32), dtype=np.float32)
+    return ulp_distance(v3, qw.rule(np.broadcast_to(vals, v3.shape), np.broadcast_to(u, v3.shape)), qw.library_dtype)
+
+
+def _unique(qw, read) -> np.ndarray:
+    """The distinct scale values (in their stored dtype) of the whole tensor, read in row blocks."""
+    seen, dtype = None, None
+    for a, b in _blocks(qw.shape[0]):
+        x = np.ascontiguousarray(read(a, b)).reshape(-1)
+        dtype = x.dtype
+        s = np.unique(x.view(f"u{x.dtype.itemsize}"))
+        seen = s if seen is None else np.unique(np.concatenate([seen, s]))
+    return seen.view(dtype) if seen is not None else np.zeros(0, dtype=np.float32)
+
+
+__all__ = ["OUT_DTYPES", "ROW_SPLIT", "exact_targets", "transcode", "ulp_bound"]

@@ -1,0 +1,180 @@
+"""Prequantized sources against the libraries that wrote them (docs/prequantized.md).
+
+Every fixture directory under tests/fixtures/prequantized was written by the real library, with the
+library's own dequantization recorded in its ``reference.json``: ``source.array`` must reproduce it bit for
+bit (float32 and the library's dtype), every exact target must keep the source's codes and scales
+(unpacked on both sides) and decode within the ``max_ulp`` docs/prequantized.md states.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from converters.sources import open_hf_dir
+from converters.sources.prequantized import KINDS, families, ulp_distance
+from converters.sources.rows import TensorRows
+from ninfer_core import codecs
+from ninfer_core.codecs.bitpack import unpack
+from ninfer_core.codecs.nvfp4 import unswizzle
+
+ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "prequantized"
+SCHEMES = sorted(p.name for p in ROOT.iterdir() if (p / "reference.json").is_file()) if ROOT.is_dir() else []
+NATIVE = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32}
+#: the ulp bound docs/prequantized.md §Exactness table states for every fixture target
+STATED_ULP = 0
+
+
+def _sha(a: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
+
+
+@pytest.fixture(scope="module", params=SCHEMES)
+def fixture(request):
+    d = ROOT / request.param
+    src = open_hf_dir(d)
+    yield d, src, json.loads((d / "reference.json").read_text())
+    src.close()
+
+
+def test_every_scheme_directory_is_checked():
+    assert {"ct-nvfp4", "ct-fp8-channel", "ct-w4a16-g128"} <= set(SCHEMES)
+
+
+def test_virtual_tensors_replace_components(fixture):
+    d, src, ref = fixture
+    weights = [n for n in ref if not n.startswith("_")]
+    assert weights and set(weights) == set(src.quantized_weights)
+    for name in weights:
+        t = src.tensor(name)
+        assert t.dtype in KINDS and t.byte_length is None and len(t.shape) == 2
+        assert tuple(t.shape) == tuple(ref[name]["shape"])
+        qw = src.quantized(name)
+        for part in qw.parts.values():  # hidden (FP8's ``weight`` is replaced), reachable through the weight
+            assert part.name not in src.tensors or src.tensors[part.name].basis == "prequantized"
+    assert src.quantized("lm_head.weight") is None and src.tensor("lm_head.weight").dtype == "BF16"
+    assert "lm_head" in src.quantization.describe()["ignore"]
+
+
+def test_dequantize_equals_the_library(fixture):
+    _, src, ref = fixture
+    for name, r in ref.items():
+        if name.startswith("_"):
+            continue
+        qw = src.quantized(name)
+        v = src.array(name)
+        assert qw.library_dtype == r["dtype"]
+        assert _sha(v.astype("<f4")) == r["float32_sha256"], name
+        assert _sha(v.astype(NATIVE[r["dtype"]])) == r["sha256"], name
+        flat = v.reshape(-1)
+        for i, x in r["samples"]:
+            assert flat[i] == np.float32(x)
+        # rows through the row reader (what the pipeline uses): the same values
+        rows = TensorRows(src, name)
+        np.testing.assert_array_equal(rows.floats(slice(3, 40)), v[3:40])
+        np.testing.assert_array_equal(rows.floats(np.array([9, 2, 2, 31])), v[[9, 2, 2, 31]])
+
+
+def _source_codes(qw, r0, r1):
+    """The source's own codes of rows [r0, r1), as the values they stand for (before scaling)."""
+    if isinstance(qw, families.NVFP4Weight):
+        return qw.codes(r0, r1)
+    if isinstance(qw, families.FP8Weight):
+        return qw.codes(r0, r1)
+    return qw.values(r0, r1).reshape(r1 - r0, -1)
+
+
+def _target_codes(fmt, data, shape):
+    n, k = shape
+    c = codecs.FORMATS[fmt]
+    views = c.plane_views(c.geometry(shape, 1), np.asarray(data))
+    if fmt in ("nvfp4", "fp8_e4m3fn_row_bf16"):
+        return views["codes"]
+    bits = {"q4_g64_fp16": 4, "q5_g64_fp16": 5, "q8_g32_fp16": 8}[fmt]
+    p = unpack(views["low"], 8 if bits == 8 else 4).astype(np.int16)
+    if bits == 5:
+        p |= unpack(views["high"], 1).astype(np.int16) << 4
+    p = np.where(p >= 1 << (bits - 1), p - (1 << bits), p)
+    return p[:, :k]
+
+
+def test_exact_targets_keep_codes_and_scales(fixture):
+    _, src, _ = fixture
+    for name, qw in src.quantized_weights.items():
+        n, k = qw.shape
+        lib = qw.dequantize(0, n)
+        targets = qw.exact_targets()
+        assert list(targets)[-1] == "fp32" and set(targets.values()) <= {"bit-exact", "value-exact"}
+        for fmt in targets:
+            data = qw.transcode(fmt, 0, n)
+            assert data.size == codecs.encoded_size(fmt, codecs.FORMATS[fmt].layout, (n, k))
+            got = codecs.decode(fmt, codecs.FORMATS[fmt].layout, (n, k), data)
+            assert ulp_distance(got, lib, qw.library_dtype) <= qw.max_ulp(fmt) == STATED_ULP, (name, fmt)
+            assert codecs.check(fmt, codecs.FORMATS[fmt].layout, (n, k), data) == []
+            if fmt in ("fp32", "bf16"):
+                continue
+            np.testing.assert_array_equal(_target_codes(fmt, data, (n, k)), _source_codes(qw, 0, n))
+            views = codecs.FORMATS[fmt].plane_views(codecs.FORMATS[fmt].geometry((n, k), 1), data)
+            if fmt == "nvfp4":
+                np.testing.assert_array_equal(unswizzle(views["block_scales"], k), qw.block_scales(0, n))
+                assert views["divisors"].view("<f4")[0, 0] == np.float32(qw.weight_divisor)
+            elif fmt == "fp8_e4m3fn_row_bf16":
+                s = np.asarray(qw.scale_grid(0, n)[:, 0], dtype=np.float32)
+                np.testing.assert_array_equal((views["scales"].view("<u2").astype(np.uint32) << 16).view("<f4")[:, 0], s)
+            else:
+                g = codecs.codec_traits(fmt).group
+                s16 = views["scale"].view("<f2")[:, : k // g].astype(np.float32)
+                src_s = np.asarray(qw.scales(0, n), dtype=np.float32)
+                np.testing.assert_array_equal(s16, np.repeat(src_s, (qw.group or k) // g, axis=1)[:, : k // g])
+
+
+def test_row_blocks_match_the_whole(fixture):
+    _, src, _ = fixture
+    for qw in src.quantized_weights.values():
+        n = qw.shape[0]
+        if n < 256:
+            continue
+        for fmt in qw.exact_targets():
+            whole = codecs.decode(fmt, codecs.FORMATS[fmt].layout, qw.shape, qw.transcode(fmt, 0, n))
+            part = codecs.decode(fmt, codecs.FORMATS[fmt].layout, (128, qw.shape[1]), qw.transcode(fmt, 128, 256))
+            np.testing.assert_array_equal(part, whole[128:256])
+
+
+def test_dequantize_reads_only_the_rows_asked(fixture, monkeypatch):
+    _, src, _ = fixture
+    calls = []
+    real = families.component_rows
+
+    def spy(t, r0, r1):
+        calls.append((t.name, t.shape, r0, r1))
+        return real(t, r0, r1)
+
+    monkeypatch.setattr(families, "component_rows", spy)
+    for qw in src.quantized_weights.values():
+        n = qw.shape[0]
+        if n < 256:
+            continue
+        calls.clear()
+        qw.dequantize(128, 192)
+        for name, shape, r0, r1 in calls:
+            if len(shape) < 2 or name.endswith("weight_zero_point"):
+                continue  # scalars; zero points packed 8 rows a word, read by word rows
+            per = 128 if name.endswith(("weight_scale", "weight_scale_inv")) and shape[0] < n else 1
+            assert r0 >= 128 // per and r1 <= -(-192 // per), (name, r0, r1)
+
+
+def test_activation_divisors(fixture):
+    d, src, _ = fixture
+    for qw in src.quantized_weights.values():
+        if "input_global_scale" in qw.parts:
+            assert qw.activation_divisor == float(np.float32(families.scalar(qw.parts["input_global_scale"], "", "")))
+        elif "input_scale" in qw.parts:
+            s = np.float32(families.scalar(qw.parts["input_scale"], "", ""))
+            assert qw.activation_divisor == float(np.float32(1) / s)
+        else:
+            assert qw.activation_divisor is None
