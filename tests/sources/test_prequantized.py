@@ -125,6 +125,8 @@ def test_exact_targets_keep_codes_and_scales(fixture):
                 assert views["divisors"].view("<f4")[0, 0] == np.float32(qw.weight_divisor)
             elif fmt == "fp8_e4m3fn_row_bf16":
                 s = np.asarray(qw.scale_grid(0, n)[:, 0], dtype=np.float32)
+                if qw.kind == "MO_FP8":  # ModelOpt rounds its scale to the model dtype itself
+                    s = s.astype(ml_dtypes.bfloat16).astype(np.float32)
                 np.testing.assert_array_equal((views["scales"].view("<u2").astype(np.uint32) << 16).view("<f4")[:, 0], s)
             else:
                 g = codecs.codec_traits(fmt).group

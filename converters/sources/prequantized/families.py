@@ -50,8 +50,10 @@ def scalar(t, module: str, role: str) -> float:
 
 
 class NVFP4Weight(QuantizedWeight):
+    family = "nvfp4"
     CODES = "weight_packed"
     SCALES = "weight_scale"
+    E2M1_TABLE = E2M1  # nibble → value; nibble 0x8 is −0.0 here (compressed-tensors)
 
     def codes(self, r0: int, r1: int) -> np.ndarray:
         """Packed E2M1 bytes ``[r1 - r0, K/2]``."""
@@ -65,8 +67,8 @@ class NVFP4Weight(QuantizedWeight):
         """E2M1 values float32 ``[r1 - r0, K/16, 16]`` (exact)."""
         c = self.codes(r0, r1)
         vals = np.empty((c.shape[0], c.shape[1], 2), dtype=np.float32)
-        vals[:, :, 0] = E2M1[c & 0x0F]
-        vals[:, :, 1] = E2M1[c >> 4]
+        vals[:, :, 0] = self.E2M1_TABLE[c & 0x0F]
+        vals[:, :, 1] = self.E2M1_TABLE[c >> 4]
         return vals.reshape(c.shape[0], -1, 16)
 
     def scale_values(self, r0: int, r1: int) -> np.ndarray:
@@ -84,6 +86,7 @@ class NVFP4Weight(QuantizedWeight):
 
 
 class FP8Weight(QuantizedWeight):
+    family = "fp8"
     CODES = "weight"
     SCALES = "weight_scale"
     block: tuple[int, int] = (1, 1)
@@ -137,6 +140,7 @@ class FP8Weight(QuantizedWeight):
 
 
 class IntWeight(QuantizedWeight):
+    family = "int"
     CODES = "weight_packed"
     SCALES = "weight_scale"
     ZEROS = "weight_zero_point"

@@ -16,7 +16,7 @@ import numpy as np
 
 from .compressed_tensors import _inverse, _keep, _missing, _scheme
 from .families import FP8Weight, NVFP4Weight, check_part, scalar
-from .numeric import OUT_DTYPES, component_rows, torch_op
+from .numeric import E2M1, OUT_DTYPES, component_rows, torch_op
 
 SECTION = "docs/prequantized.md §ModelOpt"
 COMPONENTS = ("weight", "weight_scale", "weight_scale_2", "input_scale")
@@ -27,6 +27,7 @@ class MONVFP4(NVFP4Weight):
     ``input_scale`` F32 ``[]``."""
 
     CODES = "weight"
+    E2M1_TABLE = np.where(np.arange(16) == 8, np.float32(0.0), E2M1).astype(np.float32)  # ModelOpt's 0x8 is +0.0
 
     @property
     def value_relation(self) -> str:

@@ -23,7 +23,6 @@ from ninfer_core.codecs.base import fail
 from ninfer_core.codecs.bitpack import pack
 from ninfer_core.codecs.nvfp4 import swizzle
 
-from .families import FP8Weight, IntWeight, NVFP4Weight
 from .numeric import E2M1, E4M3, OUT_DTYPES, ulp_distance
 
 SECTION = "docs/prequantized.md §Exactness table"
@@ -51,18 +50,18 @@ def exact_targets(qw) -> dict[str, str]:
     """The table above for one weight."""
     out: dict[str, str] = {}
     n, k = qw.shape
-    if isinstance(qw, NVFP4Weight):
+    if qw.family == "nvfp4":
         ok_shape = n % 128 == 0 and k % 64 == 0
         d = qw.weight_divisor
         ok_div = d is not None and np.isfinite(np.float32(d)) and np.float32(d) > 0
         if ok_shape and ok_div and _scan_scales(qw, qw.block_scales, lambda b: not ((b & 0x7F) == 0x7F).any()
                                                 and not (b & 0x80).any()):
             out["nvfp4"] = "bit-exact"
-    elif isinstance(qw, FP8Weight) and qw.block[1] == k:
+    elif qw.family == "fp8" and qw.block[1] == k:
         label = _fp8_row_label(qw)
         if label:
             out["fp8_e4m3fn_row_bf16"] = label
-    elif isinstance(qw, IntWeight):
+    elif qw.family == "int":
         if _scan_scales(qw, qw.scales, lambda s: _fits(s, np.float16)):
             sg = qw.group or k
             if qw.bits == 4:
@@ -78,7 +77,7 @@ def exact_targets(qw) -> dict[str, str]:
     return out
 
 
-def _fp8_row_label(qw: FP8Weight) -> str | None:
+def _fp8_row_label(qw) -> str | None:
     if qw.parts[qw.SCALES].dtype == "BF16":
         return "bit-exact"
     if qw.kind == "MO_FP8" and qw.library_dtype == "bfloat16":
@@ -88,7 +87,7 @@ def _fp8_row_label(qw: FP8Weight) -> str | None:
     return None
 
 
-def _no_code(qw: IntWeight, code: int) -> bool:
+def _no_code(qw, code: int) -> bool:
     return _scan_scales(qw, qw.codes, lambda q: not (q == code).any())
 
 
@@ -121,7 +120,7 @@ def _where(qw, row: int, what: str) -> str:
     return f"tensor {qw.name!r}: row {row}, {what}"
 
 
-def _nvfp4(qw: NVFP4Weight, views: dict, r0: int, r1: int) -> None:
+def _nvfp4(qw, views: dict, r0: int, r1: int) -> None:
     k = qw.shape[1]
     if r0 % 128 or (r1 - r0) % 128:
         raise fail(f"tensor {qw.name!r}: nvfp4 rows [{r0}, {r1}) are not whole 128-row tiles", "nvfp4_rows",
@@ -138,7 +137,7 @@ def _nvfp4(qw: NVFP4Weight, views: dict, r0: int, r1: int) -> None:
     views["divisors"][...] = np.asarray([qw.weight_divisor], dtype="<f4").view(np.uint8).reshape(-1, 4)
 
 
-def _bf16_words(qw: FP8Weight, s: np.ndarray, r0: int) -> np.ndarray:
+def _bf16_words(qw, s: np.ndarray, r0: int) -> np.ndarray:
     if qw.parts[qw.SCALES].dtype == "BF16":
         return np.ascontiguousarray(s).view("<u2")
     f = np.asarray(s, dtype=np.float32)
@@ -152,7 +151,7 @@ def _bf16_words(qw: FP8Weight, s: np.ndarray, r0: int) -> np.ndarray:
     return b.view("<u2")
 
 
-def _fp8_row(qw: FP8Weight, views: dict, r0: int, r1: int) -> None:
+def _fp8_row(qw, views: dict, r0: int, r1: int) -> None:
     c = qw.codes(r0, r1)
     nan = (c & 0x7F) == 0x7F
     if nan.any():
@@ -164,7 +163,7 @@ def _fp8_row(qw: FP8Weight, views: dict, r0: int, r1: int) -> None:
     views["scales"][...] = np.ascontiguousarray(words).view(np.uint8).reshape(-1, 2)
 
 
-def _row_split(qw: IntWeight, fmt: str, views: dict, r0: int, r1: int) -> None:
+def _row_split(qw, fmt: str, views: dict, r0: int, r1: int) -> None:
     bits, tg, lo, hi = ROW_SPLIT[fmt]
     n, k = r1 - r0, qw.shape[1]
     sg = qw.group or k
@@ -204,13 +203,13 @@ def ulp_bound(qw, fmt: str) -> int:
                    where=qw.name)
     if fmt in ("fp32", "bf16"):
         return 0
-    if isinstance(qw, NVFP4Weight):
+    if qw.family == "nvfp4":
         u = _unique(qw, qw.block_scales)
         s = E4M3[u][:, None]  # (U, 1)
         c = np.broadcast_to(E2M1, (len(u), 1, 16))
         v3 = np.divide(np.multiply(c, s[:, :, None], dtype=np.float32), np.float32(qw.weight_divisor), dtype=np.float32)
         return ulp_distance(v3, qw.rule(c, s), qw.library_dtype)
-    if isinstance(qw, FP8Weight):
+    if qw.family == "fp8":
         u = _unique(qw, lambda a, b: qw.scale_grid(a, b))[:, None]
         codes = np.arange(256, dtype=np.uint8)
         codes = codes[(codes & 0x7F) != 0x7F]

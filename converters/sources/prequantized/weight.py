@@ -24,6 +24,8 @@ import numpy as np
 
 from ninfer_core.codecs.base import fail
 
+from . import targets
+
 KINDS = ("CT_NVFP4", "MO_NVFP4", "CT_FP8_TENSOR", "CT_FP8_CHANNEL", "CT_FP8_BLOCK", "MO_FP8", "FP8_BLOCK",
          "CT_INT4", "CT_INT8")
 CONVENTIONS = {"CT": "compressed-tensors", "MO": "modelopt", "FP8": "fp8"}
@@ -34,6 +36,8 @@ SECTION = "docs/prequantized.md §Exactness table"
 @dataclass(eq=False)
 class QuantizedWeight:
     """Base of every quantized module; subclasses implement the family's reads and the convention's rule."""
+
+    family = ""  # "nvfp4" | "fp8" | "int": the storage family (:mod:`.families`)
 
     name: str
     kind: str
@@ -90,24 +94,18 @@ class QuantizedWeight:
         """v3 formats in preference order → ``bit-exact`` / ``value-exact`` (docs/prequantized.md §Exactness
         table); computed once from the configuration and the scales (never the codes)."""
         if self._targets is None:
-            from .targets import exact_targets
-
-            self._targets = exact_targets(self)
+            self._targets = targets.exact_targets(self)
         return dict(self._targets)
 
     def transcode(self, fmt: str, r0: int, r1: int) -> np.ndarray:
         """Rows ``[r0, r1)`` as one ``fmt`` object ``(r1 - r0, K)``, ``divisors = 1``, in
         ``codecs.FORMATS[fmt].layout``: a uint8 array. EncodingError names the tensor, row and block of
         anything ``fmt`` cannot represent (never a silent clamp)."""
-        from .targets import transcode
-
         r0, r1 = self._rows(r0, r1)
-        return transcode(self, fmt, r0, r1)
+        return targets.transcode(self, fmt, r0, r1)
 
     def max_ulp(self, fmt: str) -> int:
         """The ulp bound of ``fmt``'s decode against the library rule (docs/prequantized.md §Ulp distance)."""
         if fmt not in self._ulp:
-            from .targets import ulp_bound
-
-            self._ulp[fmt] = ulp_bound(self, fmt)
+            self._ulp[fmt] = targets.ulp_bound(self, fmt)
         return self._ulp[fmt]
