@@ -1,0 +1,185 @@
+"""Truncated or inconsistent prequantized checkpoints: one typed error naming the file, the field and the
+rule (docs/prequantized.md §Detection, §Component tensors), never a traceback or a silent guess.
+
+Each case copies a library-written fixture and changes one thing (a tensor's shape, a missing component,
+a config field) through a minimal safetensors writer."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from converters.cli import main
+from converters.errors import SourceFormatError
+from converters.sources import open_hf_dir, open_safetensors
+from ninfer_core.errors import EncodingError
+
+ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "prequantized"
+MOD = "model.layers.0.self_attn.o_proj"
+
+
+def _write_st(path: Path, tensors: dict) -> None:
+    header, blobs, off = {}, [], 0
+    for name, (dtype, shape, data) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + len(data)]}
+        blobs.append(data)
+        off += len(data)
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"".join(blobs))
+
+
+def variant(tmp_path: Path, scheme: str, *, tensors=None, config=None, side=None) -> Path:
+    """A copy of fixture ``scheme`` with ``tensors(dict)`` / ``config(dict)`` / ``side(dict)`` applied in place."""
+    d = tmp_path / scheme
+    shutil.copytree(ROOT / scheme, d)
+    if tensors is not None:
+        with open_safetensors(d / "model.safetensors") as s:
+            ts = {n: (t.dtype, list(t.shape), bytes(s.raw(n))) for n, t in s.tensors.items()}
+        tensors(ts)
+        _write_st(d / "model.safetensors", ts)
+    if config is not None:
+        cfg = json.loads((d / "config.json").read_text())
+        config(cfg)
+        (d / "config.json").write_text(json.dumps(cfg))
+    if side is not None:
+        hqc = json.loads((d / "hf_quant_config.json").read_text())
+        side(hqc)
+        (d / "hf_quant_config.json").write_text(json.dumps(hqc))
+    return d
+
+
+def refused(d: Path, rule: str, field: str) -> SourceFormatError:
+    with pytest.raises(SourceFormatError) as exc:
+        open_hf_dir(d)
+    e = exc.value
+    assert e.rule == rule, e
+    assert e.file and Path(e.file).parent == d, e
+    assert field in (e.json_path or ""), e
+    assert e.section and e.section.startswith("docs/prequantized.md §"), e
+    return e
+
+
+def test_wrong_block_scale_shape(tmp_path):
+    def edit(ts):
+        dtype, (n, g), data = ts[f"{MOD}.weight_scale"]
+        ts[f"{MOD}.weight_scale"] = (dtype, [n // 2, g * 2], data)
+
+    e = refused(variant(tmp_path, "ct-nvfp4", tensors=edit), "prequantized_component_shape", f"{MOD}.weight_scale.shape")
+    assert "expected [256, 16]" in e.message
+
+
+def test_missing_global_scale(tmp_path):
+    d = variant(tmp_path, "ct-nvfp4", tensors=lambda ts: ts.pop(f"{MOD}.weight_global_scale"))
+    refused(d, "prequantized_component_missing", f"{MOD}.weight_global_scale")
+
+
+def test_truncated_codes(tmp_path):
+    def edit(ts):
+        dtype, (n, h), data = ts[f"{MOD}.weight_packed"]
+        ts[f"{MOD}.weight_packed"] = (dtype, [n - 128, h], data[: (n - 128) * h])
+
+    refused(variant(tmp_path, "ct-nvfp4", tensors=edit), "prequantized_component_shape", f"{MOD}.weight_scale.shape")
+
+
+def test_global_scale_not_positive(tmp_path):
+    def edit(ts):
+        ts[f"{MOD}.weight_global_scale"] = ("F32", [1], np.float32(-1).tobytes())
+
+    refused(variant(tmp_path, "ct-nvfp4", tensors=edit), "prequantized_scale_value", f"{MOD}.weight_global_scale")
+
+
+def test_packed_size_differs_from_weight_shape(tmp_path):
+    def edit(ts):
+        ts[f"{MOD}.weight_shape"] = ("I64", [2], np.array([256, 512], dtype="<i8").tobytes())
+
+    refused(variant(tmp_path, "ct-w4a16-g128", tensors=edit), "prequantized_packed_size", f"{MOD}.weight_packed.shape")
+
+
+def test_zero_points_missing_for_an_asymmetric_scheme(tmp_path):
+    d = variant(tmp_path, "ct-w4a16-asym-g128", tensors=lambda ts: ts.pop(f"{MOD}.weight_zero_point"))
+    refused(d, "prequantized_component_missing", f"{MOD}.weight_zero_point")
+
+
+def test_fp8_channel_scale_of_the_wrong_length(tmp_path):
+    def edit(ts):
+        dtype, (n, one), data = ts[f"{MOD}.weight_scale"]
+        ts[f"{MOD}.weight_scale"] = (dtype, [n // 2, 2], data)
+
+    refused(variant(tmp_path, "ct-fp8-channel", tensors=edit), "prequantized_component_shape", f"{MOD}.weight_scale.shape")
+
+
+def _group(cfg):
+    return cfg["quantization_config"]["config_groups"]["group_0"]
+
+
+@pytest.mark.parametrize(("scheme", "change", "rule", "field"), [
+    ("ct-nvfp4", lambda c: _group(c).update(format="marlin-24"), "prequantized_format", "group_0.format"),
+    ("ct-fp8-channel", lambda c: _group(c)["weights"].update(strategy="token"), "prequantized_strategy",
+     "group_0.weights.strategy"),
+    ("ct-w4a16-g128", lambda c: _group(c)["weights"].update(actorder="group"), "prequantized_actorder",
+     "group_0.weights.actorder"),
+    ("ct-w4a16-g128", lambda c: _group(c)["weights"].update(num_bits=2), "prequantized_scheme", "group_0.weights"),
+    ("ct-w4a16-g128", lambda c: _group(c)["weights"].update(dynamic=True), "prequantized_dynamic", "weights.dynamic"),
+    ("ct-nvfp4", lambda c: c["quantization_config"].update(quantization_status="frozen"), "prequantized_status",
+     "quantization_status"),
+    ("ct-nvfp4", lambda c: c["quantization_config"].update(transform_config={"t": {}}), "prequantized_unsupported",
+     "transform_config"),
+    ("ct-nvfp4", lambda c: c["quantization_config"].update(quant_method="gptq"), "prequantized_quant_method",
+     "quant_method"),
+    ("ct-nvfp4", lambda c: c["quantization_config"].update(ignore=["lm_head", "re:.*o_proj"]),
+     "prequantized_module_scheme", MOD),
+])
+def test_unsupported_configuration(tmp_path, scheme, change, rule, field):
+    refused(variant(tmp_path, scheme, config=change), rule, field)
+
+
+def test_modelopt_unknown_quant_algo(tmp_path):
+    def cfg(c):
+        del c["quantization_config"]
+
+    def side(h):
+        h["quantization"]["quant_algo"] = "W4A8_AWQ"
+
+    e = refused(variant(tmp_path, "modelopt-nvfp4", config=cfg, side=side), "prequantized_quant_algo", "quant_algo")
+    assert e.file.endswith("hf_quant_config.json")
+
+
+def test_nan_block_scale_is_not_an_exact_nvfp4_source(tmp_path):
+    def edit(ts):
+        dtype, shape, data = ts[f"{MOD}.weight_scale"]
+        b = bytearray(data)
+        b[300] = 0x7F  # row 18, block 12
+        ts[f"{MOD}.weight_scale"] = (dtype, shape, bytes(b))
+
+    with open_hf_dir(variant(tmp_path, "ct-nvfp4", tensors=edit)) as src:
+        qw = src.quantized(f"{MOD}.weight")
+        assert "nvfp4" not in qw.exact_targets()
+        with pytest.raises(EncodingError) as exc:
+            qw.transcode("nvfp4", 0, 128)
+        assert exc.value.rule == "no_exact_transcode" and MOD in str(exc.value)
+        assert np.isnan(qw.dequantize(18, 19)[0, 12 * 16])  # the library's value: NaN, reported, not hidden
+
+
+def test_rows_outside_the_tensor(tmp_path):
+    with open_hf_dir(ROOT / "ct-nvfp4") as src:
+        qw = src.quantized(f"{MOD}.weight")
+        with pytest.raises(EncodingError) as exc:
+            qw.dequantize(200, 300)
+        assert exc.value.rule == "row_range" and MOD in str(exc.value)
+        with pytest.raises(EncodingError) as exc:
+            qw.transcode("nvfp4", 64, 192)
+        assert exc.value.rule == "nvfp4_rows"
+
+
+def test_cli_reports_one_line(tmp_path, capsys):
+    d = variant(tmp_path, "ct-nvfp4", tensors=lambda ts: ts.pop(f"{MOD}.weight_global_scale"))
+    rc = main(["st2ninfer", str(d), str(tmp_path / "out" / "m.ninfer"), "--dry-run"])
+    err = capsys.readouterr().err
+    assert rc != 0 and "Traceback" not in err
+    assert "prequantized_component_missing" in err and f"{MOD}.weight_global_scale" in err
+    assert not (tmp_path / "out" / "m.ninfer").exists()
