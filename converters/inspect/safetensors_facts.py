@@ -87,6 +87,20 @@ def hf_chat_template(ckpt: HFCheckpoint) -> dict:
             "listed_without_content": [], "source": sources or None}
 
 
+def _quantization(ckpt: HFCheckpoint) -> dict:
+    """``quantization`` (convention, schemes, formats, ignored modules, quantized modules per kind) and its
+    one-line ``quantized`` summary."""
+    q = ckpt.quantization.describe()
+    kinds: dict[str, int] = {}
+    for qw in ckpt.quantized_weights.values():
+        kinds[qw.kind] = kinds.get(qw.kind, 0) + 1
+    q["modules"] = dict(sorted(kinds.items()))
+    line = (f"{q['convention']} {', '.join(q['formats'])}: "
+            + ", ".join(f"{k} x{n}" for k, n in q["modules"].items())
+            + (f"; ignored: {', '.join(q['ignore'])}" if q["ignore"] else ""))
+    return {"quantization": q, "quantized": line}
+
+
 def hf_facts(ckpt: HFCheckpoint) -> dict:
     all_tensors, data_start, file_of, shards, retained = [], {}, {}, [], 0
     for name, src in ckpt.shards.items():
@@ -111,13 +125,16 @@ def hf_facts(ckpt: HFCheckpoint) -> dict:
         limitations.append({"code": "index_total_size_mismatch", "type": None, "type_id": None, "candidates": [],
                             "tensors": [], "message": f"index metadata.total_size {ckpt.index_total_size} differs "
                             f"from the {declared} tensor bytes the shards declare"})
+    details = {"shards": shards, "index": index, "config_present": ckpt.config is not None,
+               "model_type": (ckpt.config or {}).get("model_type"),
+               "architectures": (ckpt.config or {}).get("architectures"),
+               "resource_files": sorted(ckpt.resource_files), "tensor_count": len(rows),
+               "declared_tensor_bytes": declared, "shape_order": JSON_ORDER, "row_order": "name"}
+    if ckpt.quantization is not None:  # a prequantized checkpoint (docs/prequantized.md §Detection)
+        details.update(_quantization(ckpt))
     return {
         "format": "safetensors-sharded" if ckpt.index is not None else "safetensors-directory",
-        "details": {"shards": shards, "index": index, "config_present": ckpt.config is not None,
-                    "model_type": (ckpt.config or {}).get("model_type"),
-                    "architectures": (ckpt.config or {}).get("architectures"),
-                    "resource_files": sorted(ckpt.resource_files), "tensor_count": len(rows),
-                    "declared_tensor_bytes": declared, "shape_order": JSON_ORDER, "row_order": "name"},
+        "details": details,
         "metadata": _metadata_rows(ckpt.metadata),
         "tensors": rows,
         "limitations": limitations,

@@ -58,7 +58,8 @@ def test_virtual_tensors_replace_components(fixture):
         for part in qw.parts.values():  # hidden (FP8's ``weight`` is replaced), reachable through the weight
             assert part.name not in src.tensors or src.tensors[part.name].basis == "prequantized"
     assert src.quantized("lm_head.weight") is None and src.tensor("lm_head.weight").dtype == "BF16"
-    assert "lm_head" in src.quantization.describe()["ignore"]
+    ignore = src.quantization.describe()["ignore"]
+    assert "lm_head" in ignore or src.quantization.convention == "fp8"  # Qwen's FP8 configs list none
 
 
 def test_dequantize_equals_the_library(fixture):
@@ -180,3 +181,16 @@ def test_activation_divisors(fixture):
             assert qw.activation_divisor == float(np.float32(1) / s)
         else:
             assert qw.activation_divisor is None
+
+
+def test_inspect_shows_the_quantization(fixture):
+    from converters.inspect import inspect_model_artifact
+
+    d, src, ref = fixture
+    details = inspect_model_artifact(d)["details"]
+    q = details["quantization"]
+    assert q["convention"] == src.quantization.convention and q["file"] in ("config.json", "hf_quant_config.json")
+    assert sum(q["modules"].values()) == len([n for n in ref if not n.startswith("_")])
+    assert details["quantized"].startswith(q["convention"]) and ("lm_head" in details["quantized"]) == bool(q["ignore"])
+    # the evidence still lists every stored tensor, components included
+    assert any(r["name"].endswith(("weight_scale", "weight_scale_inv")) for r in inspect_model_artifact(d)["tensors"])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from converters.errors import SourceFormatError
 
@@ -65,7 +66,7 @@ class QuantizationConfig:
 
     def describe(self) -> dict:
         """Convention, schemes, formats and ignored modules (``convert inspect``)."""
-        return {"convention": self.convention, "file": self.file,
+        return {"convention": self.convention, "file": Path(self.file).name,
                 "formats": sorted({s.format for _, s in self.groups}),
                 "schemes": [{"targets": t, "kind": s.kind, "num_bits": s.num_bits, "group": s.group,
                              "symmetric": s.symmetric, "strategy": s.strategy,

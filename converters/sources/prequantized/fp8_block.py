@@ -3,7 +3,7 @@
 
 ``weight`` F8_E4M3 ``[N, K]`` and ``weight_scale_inv`` F32 ``[ceil(N/bh), ceil(K/bw)]``: despite the name
 it multiplies. The library rule (transformers' fine-grained FP8 dequantization): ``float32(e4m3) *
-float32(scale)`` in float32, cast to the model dtype. A block scale grid has no per-row form: the exact
+float32(scale)`` in float32, cast to the scale's dtype (a 16- or 32-bit float; else the model dtype). A block scale grid has no per-row form: the exact
 targets are the dense ones the values fit (docs/prequantized.md §Exactness table).
 """
 
@@ -13,7 +13,7 @@ import numpy as np
 
 from .compressed_tensors import _inverse, _keep, _missing, _scheme
 from .families import FP8Weight, check_part, scalar
-from .numeric import OUT_DTYPES
+from .numeric import OUT_DTYPES, ST_TO_OUT
 
 SECTION = "docs/prequantized.md §Block FP8"
 COMPONENTS = ("weight", "weight_scale_inv", "input_scale", "activation_scale")
@@ -44,7 +44,9 @@ def build(module: str, parts: dict, scheme, cfg):
         check_part(w, ("F8_E4M3",), ("N", "K"), module, "weight")
     shape = (int(w.shape[0]), int(w.shape[1]))
     act = parts.get("input_scale") or parts.get("activation_scale")
-    qw = BlockFP8(f"{module}.weight", "FP8_BLOCK", shape, _keep(parts, COMPONENTS), cfg.output_dtype,
+    # transformers' output dtype: the scale's when it is a 16- or 32-bit float, else the model dtype
+    out = ST_TO_OUT.get(parts["weight_scale_inv"].dtype, cfg.output_dtype)
+    qw = BlockFP8(f"{module}.weight", "FP8_BLOCK", shape, _keep(parts, COMPONENTS), out,
                   group=scheme.block[1], scheme=_scheme(scheme, cfg))
     qw.block = scheme.block
     qw.check(module)
