@@ -178,6 +178,11 @@ def print_summary(s: dict) -> None:
     for k in ("bit-exact", "value-exact", "requantized"):
         if k in s["exactness"]:
             rows.append([f"exactness {k}", s["exactness"][k]])
+    if "prequantized" in s:  # objects read from a prequantized source (docs/prequantized.md)
+        q = s["prequantized"]
+        labels = ", ".join(f"{k} {v}" for k, v in q["exactness"].items())
+        ulp = f", max {q['max_ulp']} ulp from the library's values" if q["max_ulp"] is not None else ""
+        rows.append(["prequantized source", f"{q['objects']} objects ({', '.join(q['kinds'])}): {labels}{ulp}"])
     if "exactness_check" in s:  # ternary transcodes: codes and multipliers compared with the source blocks
         c = s["exactness_check"]
         rows.append(["ternary codes and multipliers", f"{'equal' if c['codes_and_multipliers_equal'] else 'DIFFER'} "
@@ -205,7 +210,8 @@ def _options(kind: str):
                                       show_default=False),
         template: Path = typer.Option(None, "--template", help="Template artifact: its directory is the skeleton; "
                                       "objects not produced from the source are borrowed byte-for-byte."),
-        recipe: str = typer.Option(None, "--recipe", help="Recipe name (bf16, exact, fp8-row, groupwise-int, nvfp4, ternary, ternary-q2) "
+        recipe: str = typer.Option(None, "--recipe", help="Recipe name (bf16, exact, fp8-row, groupwise-int, nvfp4, prequantized, ternary, "
+                                   "ternary-q2) "
                                    "or path to a recipe file. Default: the template's, else groupwise-int."),
         max_file_bytes: str = typer.Option(None, "--max-file-bytes", help="Split so no file exceeds this size "
                                            "(e.g. 64000000, 2GiB); default one file."),

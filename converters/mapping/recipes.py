@@ -18,7 +18,8 @@ storage choice; it never names tensors. Fields:
                      ``format``, e.g. nvfp4 needs N % 128 == 0 and K % 64 == 0; recorded in provenance),
                      ``activation_policy``, ``hadamard`` (store ``W·D·H``, storage-layouts §7; only
                      where K % 1024 == 0, else recorded as not rotated), ``activation_input_divisor``
-                     (a positive constant bound as the use's auxiliary, container §8) and
+                     (a positive constant bound as the use's auxiliary, container §8; or ``source``: the
+                     static input scale of a prequantized source, docs/recipes.md §Prequantized sources) and
                      ``when_inexact``: what happens to a tensor that cannot be transcoded exactly into
                      ``format`` — absent: it is requantized into ``format`` (error measured); ``refuse``:
                      the conversion stops before writing, naming the tensor and why; a format: that
@@ -31,6 +32,12 @@ storage choice; it never names tensors. Fields:
                      without ``same_as`` it is an object of its own, possibly in another format). Its use
                      keeps its own activation policy.
                      The most specific entry wins: the exact role, then the longest pattern.
+``prequantized``     ``requantize`` (default: a prequantized source tensor is stored as its role says —
+                     transcoded when that format holds its values exactly, else requantized) or ``keep``:
+                     it keeps its own quantized form whatever its role's format (docs/recipes.md
+                     §Prequantized sources); ``prequantized_fallback`` the format of a kept tensor
+                     whose only exact forms are float widenings (block FP8, per-channel INT8): one
+                     format, or source kind (``CT_INT8`` …; ``*`` the default) → format.
 ``groups``           group key (the object id under the members' common scope, e.g.
                      ``attention/query_key`` → ``text/layers/3/attention/query_key``) → ``members``
                      (roles, stacked by rows in this order; repeated parameters of one role, such as
@@ -65,8 +72,11 @@ RECIPES_DIR = ROOT / "recipes"
 POLICIES = ("A16Only", "AllowA8", "AllowA4")
 EXACT = "exact"
 REFUSE = "refuse"
+SOURCE = "source"  # activation_input_divisor: the prequantized source's static input scale
+PREQUANTIZED = ("requantize", "keep")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 ROLE_PATTERN_RE = re.compile(r"^(\*|[a-z0-9_]+(\.[a-z0-9_]+)*(\.\*)?)$")
+KIND_RE = re.compile(r"^(\*|[A-Z][A-Z0-9_]*)$")  # a prequantized source kind (docs/prequantized.md)
 GROUP_KEY_RE = re.compile(r"^[a-z0-9_]+(/[a-z0-9_]+)+$")
 
 
@@ -80,7 +90,7 @@ class RoleSpec:
     fallback: str | None
     activation_policy: str
     hadamard: bool
-    activation_input_divisor: float | None
+    activation_input_divisor: float | str | None  # a constant, or SOURCE
     when_inexact: str | None = None
     same_as: str | None = None  # bind the same parts as this role's parameter (then ``format`` is "")
 
@@ -132,6 +142,13 @@ class Recipe:
     roles: tuple[RoleSpec, ...]
     groups: tuple[GroupSpec, ...]
     overrides: tuple = ()  # converters.mapping.overrides.FormatOverride, from the command line (docs/recipes.md §Overrides)
+    prequantized: str = "requantize"  # or "keep" (docs/recipes.md §Prequantized sources)
+    prequantized_fallback: tuple[tuple[str, str], ...] = ()  # (source kind or "*", format): no quantized exact form
+
+    def fallback_for(self, kind: str) -> str | None:
+        """The ``prequantized_fallback`` format for a source ``kind`` (its own entry, else ``*``), or None."""
+        table = dict(self.prequantized_fallback)
+        return table.get(kind, table.get("*"))
 
     def with_overrides(self, overrides) -> Recipe:
         """This recipe with per-tensor format ``overrides`` applied on top."""
@@ -169,6 +186,8 @@ class Recipe:
                 "exact_transcoding": self.exact_transcoding, "hadamard_seed": self.hadamard_seed,
                 "roles": {s.pattern: s.to_json() for s in self.roles},
                 "groups": {g.key: g.to_json() for g in self.groups},
+                **({"prequantized": self.prequantized, "prequantized_fallback": dict(self.prequantized_fallback)}
+                   if self.prequantized != "requantize" else {}),
                 **({"overrides": [o.to_json() for o in self.overrides]} if self.overrides else {})}
 
 
@@ -229,7 +248,8 @@ def _load(path: str, sha256: str, known_roles: frozenset[str]) -> Recipe:
 
 class _Validator:
     TOP = {"name": True, "description": True, "roles": True, "encoder": False, "activation_policy": False,
-           "exact_transcoding": False, "hadamard_seed": False, "groups": False}
+           "exact_transcoding": False, "hadamard_seed": False, "groups": False, "prequantized": False,
+           "prequantized_fallback": False}
     ROLE = {"format": True, "encoder": False, "fallback": False, "activation_policy": False, "hadamard": False,
             "activation_input_divisor": False, "when_inexact": False, "same_as": False}
     GROUP = {"members": True, "format": True, "encoder": False, "fallback": False, "divisors": False,
@@ -297,7 +317,29 @@ class _Validator:
             raise self.fail(("hadamard_seed",), "a role sets hadamard: true, so hadamard_seed is required",
                             rule="missing_field")
         groups = self.groups(top.get("groups", {}), encoder)
-        return Recipe(name, desc.strip(), self.doc.file, self.sha256, encoder, policy, exact_tc, seed, roles, groups)
+        prequantized = self.choice(top.get("prequantized", "requantize"), ("prequantized",), PREQUANTIZED,
+                                   "prequantized")
+        fallback = self.prequantized_fallback(top.get("prequantized_fallback"), prequantized)
+        return Recipe(name, desc.strip(), self.doc.file, self.sha256, encoder, policy, exact_tc, seed, roles, groups,
+                      prequantized=prequantized, prequantized_fallback=fallback)
+
+    def prequantized_fallback(self, value, prequantized: str) -> tuple[tuple[str, str], ...]:
+        """A format, or ``{source kind | "*": format}`` (docs/recipes.md §Top level)."""
+        path = ("prequantized_fallback",)
+        if value is None:
+            return ()
+        if prequantized != "keep":
+            raise self.fail(path, "prequantized_fallback applies to prequantized: keep")
+        if not isinstance(value, dict):
+            return (("*", self.fmt(value, path, allow_exact=False)),)
+        if not value:
+            raise self.fail(path, "prequantized_fallback must name a format, or map source kinds to formats")
+        out = []
+        for kind, fmt in value.items():
+            if not isinstance(kind, str) or not KIND_RE.fullmatch(kind):
+                raise self.fail((*path, kind), f"{kind!r} is not a source kind (CT_INT8, FP8_BLOCK …) or '*'")
+            out.append((kind, self.fmt(fmt, (*path, kind), allow_exact=False)))
+        return tuple(out)
 
     def roles(self, value, encoder: str, policy: str) -> tuple[RoleSpec, ...]:
         if not isinstance(value, dict) or not value:
@@ -326,17 +368,17 @@ class _Validator:
             if hadamard and fmt == EXACT:
                 raise self.fail((*path, "hadamard"), "'exact' keeps source values; it cannot rotate them")
             div = spec.get("activation_input_divisor")
-            if div is not None and (isinstance(div, bool) or not isinstance(div, int | float)
-                                    or not math.isfinite(div) or div <= 0):
+            if div is not None and div != SOURCE and (isinstance(div, bool) or not isinstance(div, int | float)
+                                                      or not math.isfinite(div) or div <= 0):
                 raise self.fail((*path, "activation_input_divisor"), "activation_input_divisor must be a positive "
-                                "finite number")
+                                f"finite number or {SOURCE!r} (the prequantized source's static input scale)")
             out.append(RoleSpec(
                 pattern=pattern, format=fmt,
                 encoder=self.choice(spec.get("encoder", encoder), (*path, "encoder"), codecs.ENCODERS, "encoder"),
                 fallback=fallback,
                 activation_policy=self.choice(spec.get("activation_policy", policy), (*path, "activation_policy"),
                                               POLICIES, "activation_policy"),
-                hadamard=hadamard, activation_input_divisor=None if div is None else float(div),
+                hadamard=hadamard, activation_input_divisor=div if div in (None, SOURCE) else float(div),
                 when_inexact=self.when_inexact(spec, path, fmt)))
         return tuple(out)
 

@@ -44,6 +44,7 @@ from converters.model.engine import Model, open_model
 from converters.pipeline.importance import plan_importance
 from converters.pipeline.plan import make_plan
 from converters.pipeline.planned import Plan, PlannedLiteral, PlannedResource, PlannedTensor, needs_measure
+from converters.pipeline.prequantized import object_record
 from converters.pipeline.produce import ErrorStats, Producer
 from converters.pipeline.proposal import ProposalRequest
 from converters.pipeline.proposal import prepare as prepare_proposal
@@ -95,6 +96,10 @@ class Result:
                     row["format_rule"] = o.rule
                 row["method"] = sorted({p.method for p in o.pieces})
                 row["sources"] = o.sources
+                if quant := object_record(o.pieces):  # a prequantized source (docs/prequantized.md)
+                    row["source_quantization"] = quant["source_quantization"]
+                    if "max_ulp" in quant:
+                        row["max_ulp"] = quant["max_ulp"]
                 if o.notes:
                     row["notes"] = list(o.notes)
             if o.id in self.errors:
@@ -128,6 +133,13 @@ class Result:
             "exactness": dict(Counter(r["exactness"] for r in produced)),
             "only_layer": self.plan.only_layer, "notes": list(self.plan.notes),
         }
+        quant = [r for r in produced if "source_quantization" in r]
+        if quant:  # objects read from a prequantized source (docs/prequantized.md)
+            kinds = {q["kind"] for r in quant for q in (r["source_quantization"] if isinstance(r["source_quantization"], list)
+                                                        else [r["source_quantization"]])}
+            out["prequantized"] = {"objects": len(quant), "kinds": sorted(kinds),
+                                   "exactness": dict(Counter(r["exactness"] for r in quant)),
+                                   "max_ulp": max((r["max_ulp"] for r in quant if "max_ulp" in r), default=None)}
         if self.plan.importance is not None:
             imp = self.plan.importance.to_json()
             out["importance"] = {k: imp[k] for k in ("file", "sha256", "objects_weighted", "objects_unweighted")}
@@ -425,7 +437,7 @@ def provenance_of(model: Model, plan: Plan, objects: list, result: Result) -> di
             # weights make every requantizing encoder a search that may clip (docs/imatrix.md §Weighted search)
             encoder = "mse" if imp is not None and imp["used"] else o.encoder
             entry = {"pieces": [p.describe() for p in o.pieces], "encoder": encoder,
-                     "exactness": o.exactness}
+                     "exactness": o.exactness, **object_record(o.pieces)}
             if o.notes:
                 entry["notes"] = list(o.notes)
             if o.id in result.errors:

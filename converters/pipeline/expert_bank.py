@@ -19,7 +19,9 @@ unless a command-line override matches the bank id or every expert (docs/recipes
   already make experts independent; exact transcoding (Q8_0 → ``q8_g32_fp16``, ternary types →
   ``t2_g128_fp16``) applies per expert when the recipe prefers it.
 - ``exact``: the experts' common exact form — transcoded, or the GGML blocks passed through as one
-  ``gguf_<type>`` bank (rows of whole blocks, so an expert is still a row range).
+  ``gguf_<type>`` bank (rows of whole blocks, so an expert is still a row range). Prequantized experts
+  (``exact``, or a recipe with ``prequantized: keep``) keep their codes; an nvfp4 bank of them has
+  ``divisors = E``, each expert's source divisor (docs/recipes.md §Prequantized sources).
 
 Streaming (:func:`stream_bank`): an object's first plane is written in row order while its later planes
 (scales, q5/q6 high bits, nvfp4 block scales and divisors) are collected; for a bank of tens of GB those
@@ -46,6 +48,7 @@ import numpy as np
 from converters.errors import ConversionError
 from converters.mapping.overrides import bank_match
 from converters.mapping.recipes import EXACT
+from converters.pipeline.prequantized import quantized_weight
 from ninfer_core import codecs
 from ninfer_core.container.object_data import Placed
 
@@ -70,9 +73,11 @@ def plan_bank(planner, oid: str, members: list) -> object:
     want, fallback = (spec.format, spec.fallback) if override is None else (override.format, None)
     rule = f"recipe {planner.recipe.name} role {spec.pattern}" if override is None else override.flag
     notes: list[str] = []
-    if want == EXACT:
-        fmt, pieces = _exact_pieces(planner, oid, members, rows)
-        divisors = 1
+    keep = (override is None and planner.recipe.prequantized == "keep"
+            and all(quantized_weight(planner.sources, p.source) is not None for p in members))
+    if want == EXACT or keep:  # a kept prequantized nvfp4 bank: each expert keeps its source divisor
+        fmt, pieces = _exact_pieces(planner, oid, members, rows, keep=keep)
+        divisors = len(members) if codecs.codec_traits(fmt).divisors_per_member and len(members) > 1 else 1
     else:
         traits = codecs.codec_traits(want)
         fmt, divisors = want, (len(members) if traits.divisors_per_member else 1)
@@ -98,12 +103,12 @@ def plan_bank(planner, oid: str, members: list) -> object:
     return obj
 
 
-def _exact_pieces(planner, oid: str, members: list, rows: int) -> tuple[str, list]:
-    """``format: exact`` per bank: every expert's exact form must be the same format (one source type)."""
+def _exact_pieces(planner, oid: str, members: list, rows: int, *, keep: bool = False) -> tuple[str, list]:
+    """``format: exact`` (or ``prequantized: keep``) per bank: every expert's form must be the same format."""
     forms = {}
     pieces = []
     for i, p in enumerate(members):
-        fmt, piece = planner.exact_piece(p)
+        fmt, piece = planner.keep_piece(p) if keep else planner.exact_piece(p)
         if piece.deferred_columns is not None:
             raise ConversionError(f"bank {oid}: {p.name} would keep its columns in source order (input_columns); "
                                   "an expert bank has one use per expert and no column permutation",

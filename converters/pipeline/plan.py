@@ -26,7 +26,8 @@ from converters.errors import ConversionError, RecipeError
 from converters.mapping import transforms as T
 from converters.mapping.binder import BoundModel, BoundParameter
 from converters.mapping.overrides import FormatOverride, first_match
-from converters.mapping.recipes import EXACT, REFUSE, GroupSpec, Recipe, RoleSpec
+from converters.mapping.recipes import EXACT, REFUSE, SOURCE, GroupSpec, Recipe, RoleSpec
+from converters.pipeline import prequantized as PQ
 from converters.pipeline.expert_bank import plan_bank
 from converters.pipeline.planned import (
     Piece,
@@ -99,6 +100,7 @@ class _Planner:
         self.signs: dict[int, tuple[int, int]] = {}  # width → (offset, width) in text/hadamard_signs
         self.source_rotation: SourceRotation | None = None  # the sign table of a rotated source, once used
         self.literals: dict[str, PlannedLiteral] = {}
+        self.without_input_scale = 0  # uses whose role asks for the source's input scale and that have none
 
     # -- objects ---------------------------------------------------------------------------------
 
@@ -123,6 +125,8 @@ class _Planner:
             for scope, members in buckets.items():
                 if {p.role for p in members} != set(spec.members):
                     continue
+                if not self.keeps_group(spec, members):
+                    continue
                 members.sort(key=lambda p: spec.members.index(p.role))  # stable: mapping order within a role
                 taken.update(p.name for p in members)
                 grouped[members[0].name] = (spec, members, f"{scope}/{spec.key}")
@@ -139,6 +143,30 @@ class _Planner:
             elif p.name not in taken:
                 out.append(self.single_object(p))
         return out
+
+    def keeps_group(self, spec: GroupSpec, members: list[BoundParameter]) -> bool:
+        """Under ``prequantized: keep`` a group forms only when it keeps every prequantized member as it is
+        (its format one of the member's exact targets); otherwise they are objects of their own."""
+        if self.recipe.prequantized != "keep":
+            return True
+        return all(PQ.why_not_kept(qw, p.source.chain, spec.format) is None for p in members
+                   if (qw := PQ.quantized_weight(self.sources, p.source)) is not None)
+
+    def keep_piece(self, p: BoundParameter) -> tuple[str, Piece] | None:
+        """``prequantized: keep``: ``p``'s own quantized form (the first exact target that is not a float widening),
+        else the recipe's ``prequantized_fallback`` requantized (noted); None when ``p`` is not prequantized."""
+        qw = PQ.quantized_weight(self.sources, p.source)
+        if qw is None:
+            return None
+        fmt = PQ.first_kept(p, qw, widen=False)
+        if fmt is not None:
+            return fmt, PQ.kept_piece(p, qw, fmt, 0)
+        fmt = self.recipe.fallback_for(qw.kind) or self.role(p).format
+        if fmt == EXACT:
+            return self.exact_piece(p)
+        self.notes.append(f"{p.name}: {qw.kind} has no quantized exact form for {list(p.shape)} (exact targets: "
+                          f"{', '.join(qw.exact_targets()) or 'none'}): requantized into {fmt}")
+        return fmt, PQ.requantized_piece(p, qw, 0)
 
     def role(self, p: BoundParameter) -> RoleSpec:
         try:
@@ -219,7 +247,12 @@ class _Planner:
     def single_object(self, p: BoundParameter) -> PlannedTensor:
         spec = self.role(p)
         notes: list[str] = []
-        if spec.format == EXACT:
+        kept = self.keep_piece(p) if self.recipe.prequantized == "keep" else None
+        if kept is not None:
+            fmt, piece = kept
+            divisors = 1
+            self.fit(p.name, fmt, None, p.shape, 1, notes)
+        elif spec.format == EXACT:
             fmt, piece = self.exact_piece(p)
             divisors = 1
         else:
@@ -235,6 +268,8 @@ class _Planner:
                            rule=f"recipe {self.recipe.name} role {spec.pattern}")
 
     def tensor(self, oid, shape, fmt, divisors, pieces, encoder, members, notes, rule: str = "") -> PlannedTensor:
+        if codecs.codec_traits(fmt).whole_object:  # kept nvfp4 members carry their source divisors
+            divisors, pieces = PQ.reconcile_divisors(self.sources, oid, fmt, divisors, list(pieces), notes)
         layout = codecs.FORMATS[fmt].layout
         nbytes = codecs.encoded_size(fmt, layout, shape, divisors)
         for pc in pieces:
@@ -258,6 +293,12 @@ class _Planner:
 
     def piece(self, p: BoundParameter, fmt: str, row_start: int, *, hadamard: int | None) -> Piece:
         src = p.source
+        qw = PQ.quantized_weight(self.sources, src)
+        if qw is not None:  # a prequantized tensor: kept when fmt holds it exactly, else requantized
+            if (hadamard is None and self.recipe.exact_transcoding == "prefer"
+                    and PQ.why_not_kept(qw, src.chain, fmt) is None):
+                return PQ.kept_piece(p, qw, fmt, row_start)
+            return PQ.requantized_piece(p, qw, row_start, hadamard)
         t = self.sources[src.input].tensor(src.tensor)
         st = storage_of(t)
         kind = st.ggml_type or st.dtype
@@ -306,6 +347,11 @@ class _Planner:
     def why_not_exact(self, p: BoundParameter, fmt: str) -> str:
         """Why ``p`` cannot be transcoded exactly into ``fmt`` (for notes and refusals)."""
         src = p.source
+        if (qw := PQ.quantized_weight(self.sources, src)) is not None:
+            why = PQ.why_not_kept(qw, src.chain, fmt)
+            if why is None and self.recipe.exact_transcoding != "prefer":
+                why = f"recipe {self.recipe.name} sets exact_transcoding: {self.recipe.exact_transcoding}"
+            return why or "the recipe rotates it"
         st = storage_of(self.sources[src.input].tensor(src.tensor))
         kind = st.ggml_type or st.dtype
         chain = src.chain
@@ -338,6 +384,15 @@ class _Planner:
     def exact_piece(self, p: BoundParameter) -> tuple[str, Piece]:
         """``format: exact``: the best exact representation of the source tensor (see recipes)."""
         src = p.source
+        if (qw := PQ.quantized_weight(self.sources, src)) is not None:  # its first exact target the shape allows
+            if src.chain.values:
+                return "fp32", PQ.requantized_piece(p, qw, 0)
+            fmt = PQ.first_kept(p, qw, widen=True)
+            if fmt is None:
+                raise ConversionError(f"{p.name}: {src.tensor} ({qw.kind}) has no exact representation for shape "
+                                      f"{list(p.shape)} (exact targets: {', '.join(qw.exact_targets()) or 'none'})",
+                                      file=self.recipe.file, rule="no_exact_representation")
+            return fmt, PQ.kept_piece(p, qw, fmt, 0)
         t = self.sources[src.input].tensor(src.tensor)
         st = storage_of(t)
         kind = st.ggml_type or st.dtype
@@ -422,12 +477,31 @@ class _Planner:
                 aux["hadamard_signs"] = self.source_signs_binding(p.shape[-1], p.source.tensor if p.source else target)
             if piece.deferred_columns is not None:
                 aux["input_columns"] = self.columns_binding(piece.deferred_columns, p.component)
-            if spec.activation_input_divisor is not None:
+            if spec.activation_input_divisor == SOURCE:
+                self.source_divisor(p, use, aux)
+            elif spec.activation_input_divisor is not None:
                 aux["activation_input_divisor"] = self.divisor_binding(spec.activation_input_divisor, p.component)
             if aux:
                 use["auxiliaries"] = aux
             self.uses.append(use)
+        if self.without_input_scale:
+            self.notes.append(f"{self.without_input_scale} use(s) whose role binds activation_input_divisor: source "
+                              "have no static input scale in the source: they keep the recipe's activation policy")
         self.finish_literals()
+
+    def source_divisor(self, p: BoundParameter, use: dict, aux: dict) -> None:
+        """``activation_input_divisor: source``: the use binds the source's static input scale (as v3's divisor,
+        docs/prequantized.md) and allows the activation width the source was calibrated for — AllowA4 for an
+        NVFP4 source, AllowA8 for FP8; a parameter without one keeps the recipe's policy (noted once)."""
+        source = p.source if p.source is not None else self.bound.parameter(p.tied_to).source
+        qw = PQ.quantized_weight(self.sources, source)
+        value = qw.activation_divisor if qw is not None else None
+        if value is None:
+            self.without_input_scale += 1
+            return
+        aux["activation_input_divisor"] = self.divisor_binding(value, p.component,
+                                                               "activation divisors (the source's static input scales)")
+        use["activation_policy"] = "AllowA4" if "NVFP4" in qw.kind else "AllowA8"
 
     def source_signs_binding(self, width: int, tensor: str) -> dict:
         """The slice of the source's sign table for ``width`` (all widths are emitted, in metadata order)."""
@@ -452,13 +526,15 @@ class _Planner:
                                             4 * len(perm), component, f"input column permutation {digest}")
         return {"object": oid}
 
-    def divisor_binding(self, value: float, component: str) -> dict:
+    def divisor_binding(self, value: float, component: str, note: str = "constant activation divisors (recipe)") -> dict:
         oid = f"{component}/activation_input_divisors"
         lit = self.literals.get(oid)
+        if lit is not None and lit.note != note:
+            note = "activation divisors (recipe constants and the source's static input scales)"
         values = np.append(lit.values if lit else np.zeros(0, np.float32), np.float32(value)).astype(np.float32)
         i = len(values) - 1
         self.literals[oid] = PlannedLiteral(oid, (len(values),), "fp32", "contiguous_le_v1", values,
-                                            4 * len(values), component, "constant activation divisors (recipe)")
+                                            4 * len(values), component, note)
         return {"parts": [{"object": oid, "range": [i, i + 1]}]}
 
     def finish_literals(self) -> None:

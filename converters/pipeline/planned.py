@@ -31,6 +31,7 @@ class Piece:
     deferred_columns: np.ndarray | None = None  # input_columns of a passthrough that keeps column order
     source_hadamard: str | None = None  # the source stores it rotated (hadamard.py): "forward" / "inverse"
     column_groups: int | None = None  # columns move as whole target groups of this size, after transcoding
+    quantization: dict | None = None  # a prequantized source (prequantized.py): scheme, value relation, max_ulp
 
     def describe(self) -> dict:
         out = {"parameter": self.parameter, "rows": [self.row_start, self.row_start + self.rows],

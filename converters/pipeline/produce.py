@@ -13,6 +13,9 @@ source rows, apply the chain's columns and value transforms in float64, optional
 (``W·D·H``, storage-layouts §7), encode with the recipe's encoder and decode the result again to
 measure the error (:class:`ErrorStats`).
 
+Kept pieces of a prequantized source (``prequantized.py``) are ``QuantizedWeight.transcode`` of their rows —
+whole row tiles per block, the source's divisor in each member's slot (docs/prequantized.md).
+
 Objects of a format its codec encodes whole (the trait ``whole_object``, docs/format/codec-traits.md: nvfp4,
 whose divisor is the amax of the whole matrix) are encoded whole, or member by member when each member has
 its own divisor (``divisors = members``).
@@ -31,6 +34,7 @@ from converters.mapping import transforms as T
 from converters.pipeline.expert_bank import place_bank, stream_bank
 from converters.pipeline.plan import block_permutation
 from converters.pipeline.planned import Piece, PlannedLiteral, PlannedResource, PlannedTensor
+from converters.pipeline.prequantized import quantized_weight
 from converters.pipeline.unchanged import unchanged_ranges
 from converters.sources.hadamard import INVERSE, read_rotation
 from converters.sources.rows import TensorRows, open_rows
@@ -218,7 +222,9 @@ class Producer:
         """The object's row blocks in row order (a piece stored unchanged as one block of file ranges when
         ``file_ranges``)."""
         tail = obj.shape[1:]
-        if codecs.codec_traits(obj.format).whole_object:
+        traits = codecs.codec_traits(obj.format)
+        kept = any(pc.quantization is not None and pc.method == "transcode" for pc in obj.pieces)
+        if traits.whole_object and not kept:
             if obj.divisors > 1 and obj.divisors == len(obj.pieces):
                 for pc in obj.pieces:  # one divisor per member: each member is encoded as its own object
                     values = self.values(pc, obj, 0, pc.rows)
@@ -230,7 +236,17 @@ class Producer:
             return
         width = max(1, int(np.prod(tail)) if tail else 1)
         step = max(1, CHUNK_BYTES // (4 * width)) * axis0_rows(obj.shape)  # source rows, whole axis-0 rows
+        if kept:  # whole row tiles (nvfp4's 128-row scale tiles) per block
+            step = max(traits.row_tile, step // traits.row_tile * traits.row_tile)
         for pc in obj.pieces:
+            if pc.quantization is not None and pc.method == "transcode":
+                for a in range(0, pc.rows, step):
+                    yield self.kept_block(obj, pc, a, min(pc.rows, a + step))
+                continue
+            if traits.whole_object:  # a requantized member beside kept ones: its own divisor, encoded whole
+                weights = self.importance.weights(obj, pc) if self.importance is not None else None
+                yield self.encode_block(obj, pc.row_start, self.values(pc, obj, 0, pc.rows), stats, weights=weights)
+                continue
             rows = open_rows(self.sources, pc.source)
             if file_ranges and (ranges := unchanged_ranges(obj, pc, rows)) is not None:
                 inner = axis0_rows(obj.shape)
@@ -326,6 +342,47 @@ class Producer:
         if pc.column_groups is not None:
             data = permute_column_groups(obj.format, shape, data, block_permutation(chain.columns, pc.column_groups))
         return Block((pc.row_start + a) // inner, (pc.row_start + b) // inner, data, shape)
+
+
+    def kept_block(self, obj: PlannedTensor, pc: Piece, a: int, b: int) -> Block:
+        """Member rows ``[a, b)`` of a kept prequantized tensor: ``QuantizedWeight.transcode`` of each run of
+        consecutive source rows (codes and scales copied, the source's divisor kept; docs/prequantized.md),
+        stacked plane by plane when the mapping selects rows."""
+        qw = quantized_weight(self.sources, pc.source)
+        ids = pc.source.chain.row_ids(a, b)
+        runs = [(ids.start, ids.stop)] if isinstance(ids, slice) else row_runs(np.asarray(ids))
+        parts = [(r1 - r0, np.frombuffer(memoryview(qw.transcode(obj.format, r0, r1)).cast("B"), dtype=np.uint8))
+                 for r0, r1 in runs]
+        shape = (b - a, *obj.shape[1:])
+        data = parts[0][1] if len(parts) == 1 else stack_rows(obj, pc, shape, parts)
+        return Block(pc.row_start + a, pc.row_start + b, data, shape)
+
+
+def row_runs(ids: np.ndarray) -> list[tuple[int, int]]:
+    """``[(r0, r1), …]``: the runs of consecutive source rows of a row map, in order."""
+    cuts = np.flatnonzero(np.diff(ids) != 1) + 1
+    return [(int(r[0]), int(r[-1]) + 1) for r in np.split(ids, cuts)]
+
+
+def stack_rows(obj: PlannedTensor, pc: Piece, shape: tuple[int, ...], parts: list[tuple[int, np.ndarray]]) -> np.ndarray:
+    """Small objects of ``obj.format`` (rows, bytes) stacked by rows into one of ``shape``: each plane is the
+    concatenation of theirs (row-major planes; nvfp4's tiles whole, planner-checked), a plane of whole-object
+    units (an nvfp4 divisor) taken once — it must be the same in every part."""
+    out = []
+    small = [codecs.planes(obj.format, obj.layout, (n, *shape[1:])) for n, _ in parts]
+    for j, plane in enumerate(codecs.planes(obj.format, obj.layout, shape)):
+        pieces = [data[sp[j].offset:sp[j].offset + sp[j].size] for (_, data), sp in zip(parts, small, strict=True)]
+        if sum(p.size for p in pieces) == plane.size:
+            out.append(np.concatenate(pieces))
+        elif all(p.size == plane.size and np.array_equal(p, pieces[0]) for p in pieces):
+            out.append(pieces[0])
+        else:
+            raise ConversionError(f"{obj.id}: the row runs of {pc.parameter} do not stack into plane {plane.name}",
+                                  rule="plane_geometry")
+    flat = np.zeros(codecs.encoded_size(obj.format, obj.layout, shape), dtype=np.uint8)
+    for plane, part in zip(codecs.planes(obj.format, obj.layout, shape), out, strict=True):
+        flat[plane.offset:plane.offset + plane.size] = part
+    return flat
 
 
 def require_finite(x: np.ndarray, pc: Piece, rows: TensorRows, a: int) -> None:

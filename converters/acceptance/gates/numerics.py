@@ -6,7 +6,8 @@ Parameters are materialised one at a time (:class:`~converters.acceptance.gates.
 and head only for the rows the tokens and head blocks need, so memory stays near one layer's weights.
 
 Thresholds depend on the artifact's precision class — the coarsest format among the objects bound to the
-text parameters, exact objects not counting; a format's class follows from its codec's tolerance class
+text parameters, exact objects not counting (but an object kept from a prequantized source whose library
+rounds to bf16 or is within ``max_ulp`` counts as 16-bit, docs/acceptance.md §Prequantized sources); a format's class follows from its codec's tolerance class
 (:data:`TOLERANCE_CLASS_PRECISION`; docs/thresholds.md §Golden):
 
 =================  ==========  =====  ======================================================================
@@ -36,6 +37,7 @@ import numpy as np
 
 from converters.acceptance.gates.codes import finding
 from converters.acceptance.gates.decode import ArtifactRows, LazyParameters, SourceRows
+from converters.acceptance.gates.library_rule import library_rule
 from converters.acceptance.gates.values import EXACT_LABELS, object_facts
 from converters.acceptance.golden import TextSpec, compare_logits, forward, parameter_shapes
 from converters.acceptance.report import Finding
@@ -91,6 +93,9 @@ def precision_class(art, names) -> Threshold:
             continue
         exactness, formats, _ = object_facts(art, b.object_ids)
         if exactness in EXACT_LABELS:
+            rule = library_rule(art, b.object_ids)  # kept from a prequantized source: its library's rounding
+            if rule is not None and (rule.dtype != "float32" or rule.max_ulp) and ORDER.index(worst) < 1:
+                worst = "16-bit"
             continue
         for f in formats:
             c = format_precision(f)

@@ -3,7 +3,9 @@
 Gate 4 (values): the parameter decoded from the artifact (:class:`~converters.acceptance.gates.decode.ArtifactRows`)
 against the source's values after the mapped transforms (:class:`~converters.acceptance.gates.decode.SourceRows`).
 Where provenance calls every object behind the binding ``bit-exact`` or ``value-exact`` the two must be
-equal element for element (``VERIFY_VALUE_NOT_EXACT``); otherwise the cosine and the maximum error must be
+equal element for element (``VERIFY_VALUE_NOT_EXACT``) — for a prequantized source's kept objects, the
+artifact's values rounded to the library's dtype within the recorded ``max_ulp`` of the library's
+(:mod:`converters.acceptance.gates.library_rule`); otherwise the cosine and the maximum error must be
 within the format's tolerance (:mod:`converters.acceptance.gates.tolerance`, ``VERIFY_VALUE_TOLERANCE``).
 
 Gate 5 (order probes) — docs/ternary.md §5: a check that compares sizes, or even a global statistic, passes when
@@ -36,6 +38,7 @@ from converters.acceptance.gates import tolerance
 from converters.acceptance.gates.codes import finding
 from converters.acceptance.gates.contract import heads
 from converters.acceptance.gates.decode import ArtifactRows, SourceRows, row_blocks
+from converters.acceptance.gates.library_rule import LibraryRule, library_rule
 from converters.acceptance.report import Finding
 from converters.errors import ConverterError
 from ninfer_core.errors import NinferError
@@ -60,8 +63,11 @@ class Stats:
     row_abs: list = field(default_factory=list)  # per row ‖g − w‖
     row_want: list = field(default_factory=list)  # per row ‖w‖
     row_got: list = field(default_factory=list)  # per row ‖g‖
+    rule: LibraryRule | None = None  # a prequantized source's library rule: g rounded to its dtype, max_ulp apart
 
     def add(self, g: np.ndarray, w: np.ndarray) -> None:
+        if self.rule is not None:
+            g = self.rule.rounded(g)
         g64, w64 = g.astype(np.float64), w.astype(np.float64)
         self.sxy += float(np.sum(g64 * w64))
         self.sxx += float(np.sum(w64 * w64))
@@ -70,7 +76,7 @@ class Stats:
             diff = np.abs(g64 - w64)
             self.max_abs = max(self.max_abs, float(np.max(diff)))
             self.max_want = max(self.max_want, float(np.max(np.abs(w64))))
-            neq = ~((g == w) | (np.isnan(g) & np.isnan(w)))
+            neq = self.rule.beyond(g, w) if self.rule is not None else ~((g == w) | (np.isnan(g) & np.isnan(w)))
             n = int(np.count_nonzero(neq))
             if n and self.first_diff is None:
                 self.first_diff = self.elements + int(np.argmax(neq.reshape(-1)))
@@ -195,7 +201,8 @@ def _check_one(art, name: str, a: ArtifactRows, s: SourceRows, spec, out: Values
     exact = exactness in EXACT_LABELS
     tol = tolerance.EXACT if exact else tolerance.loosest(formats)
     head_slices = heads(name, spec) if spec is not None else None
-    st = Stats()
+    rule = library_rule(art, a.objects) if exact else None
+    st = Stats(rule=rule)
     if head_slices is not None:
         g, w = a.rows(0, a.n_rows), s.rows(0, s.n_rows)
         st.add(g, w)
@@ -204,11 +211,14 @@ def _check_one(art, name: str, a: ArtifactRows, s: SourceRows, spec, out: Values
             st.add(a.rows(r0, r1), s.rows(r0, r1))
     ok_values = _judge_values(name, st, exact, exactness, tol, encoder, formats, out)
     ok_order = True
-    row_issues = _row_probe(name, st, tol, exact)
+    limit = rule.row_limit if rule is not None else None
+    row_issues = _row_probe(name, st, tol, exact, limit)
     if head_slices is not None:
         axis, slices = head_slices
         shape = (a.n_rows, a.k)
-        head_issues = _head_probe(name, g.reshape(shape), w.reshape(shape), axis, slices, tol, exact)
+        if rule is not None:
+            g = rule.rounded(g)
+        head_issues = _head_probe(name, g.reshape(shape), w.reshape(shape), axis, slices, tol, exact, limit)
         if head_issues:
             row_issues = head_issues  # the rows of a misplaced head are its symptom, not a second finding
     if row_issues:
@@ -223,11 +233,15 @@ def _check_one(art, name: str, a: ArtifactRows, s: SourceRows, spec, out: Values
 def _judge_values(name, st: Stats, exact: bool, exactness: str, tol, encoder: str, formats, out) -> bool:
     if exact:
         if st.differing:
+            rule = st.rule
+            how = (f"differ from the library's {rule.dtype} values by more than the recorded {rule.max_ulp} ulp"
+                   if rule is not None else "differ from the source")
             out.values.append(finding(
                 "VERIFY_VALUE_NOT_EXACT", f"{name}: provenance says {exactness}, but {st.differing} of {st.elements} "
-                f"elements differ from the source (first at flat index {st.first_diff}; max abs error "
+                f"elements {how} (first at flat index {st.first_diff}; max abs error "
                 f"{st.max_abs:.6g}, cosine {st.cosine:.6f})", path=name,
-                detail={"differing": st.differing, "first_index": st.first_diff, "max_abs": st.max_abs}))
+                detail={"differing": st.differing, "first_index": st.first_diff, "max_abs": st.max_abs,
+                        **({"library_dtype": rule.dtype, "max_ulp": rule.max_ulp} if rule is not None else {})}))
             return False
         return True
     bad = []
@@ -243,12 +257,13 @@ def _judge_values(name, st: Stats, exact: bool, exactness: str, tol, encoder: st
     return True
 
 
-def _row_probe(name: str, st: Stats, tol, exact: bool) -> list[Finding]:
+def _row_probe(name: str, st: Stats, tol, exact: bool, limit: float | None = None) -> list[Finding]:
+    """``limit``: the per-row bound when not the class's (a library rule's, :mod:`.library_rule`)."""
     rows = st.rows()
     if rows is None:
         return []
     err, dev = rows
-    limit = 1e-7 if exact else tol.row_rel
+    limit = limit if limit is not None else (1e-7 if exact else tol.row_rel)
     bad = err > limit
     if not bad.any():
         return []
@@ -268,10 +283,11 @@ def _row_probe(name: str, st: Stats, tol, exact: bool) -> list[Finding]:
     return issues
 
 
-def _head_probe(name: str, g: np.ndarray, w: np.ndarray, axis: int, slices, tol, exact: bool) -> list[Finding]:
+def _head_probe(name: str, g: np.ndarray, w: np.ndarray, axis: int, slices, tol, exact: bool,
+                limit: float | None = None) -> list[Finding]:
     """Heads outside tolerance whose nearest source head (relative L2) is another head, or that are so far from
     their own (``foreign``) that they match no head of this parameter."""
-    limit = 1e-7 if exact else tol.row_rel
+    limit = limit if limit is not None else (1e-7 if exact else tol.row_rel)
     foreign = min(1.2, max(0.5, 1.5 * limit))  # ≈ √2 for an unrelated head; far beyond every format's noise
     by_size: dict[int, list[int]] = {}
     for i, (s, e) in enumerate(slices):

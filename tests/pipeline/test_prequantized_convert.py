@@ -1,0 +1,239 @@
+"""Prequantized checkpoints converted with ``exact`` and ``prequantized`` (docs/recipes.md §Prequantized sources).
+
+For every fixture scheme (``tests/fixtures/prequantized/``, made with the real libraries): the artifact's values,
+rounded to the library's output dtype, hash to the library's own dequantization (``reference.json``) — or lie
+within the ``max_ulp`` provenance records; kept nvfp4 / fp8 objects hold the source's codes, block scales (in the
+128x4 tiles) and divisors byte for byte, read here straight from ``model.safetensors``; ``verify --sweep``
+passes; provenance and the summary label each object.
+"""
+
+from __future__ import annotations
+
+import json
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from converters.acceptance.gates.verify import verify
+from converters.cli import main
+from converters.pipeline.convert import convert
+from ninfer_core import open_artifact
+from tests.support.prequantized import (
+    FIXTURES,
+    LIBRARY_DTYPES,
+    components,
+    decoded,
+    library_bytes,
+    located,
+    object_bytes,
+    schemes,
+    sha256,
+    weights,
+)
+
+SCHEMES = schemes()
+RECIPES = ("exact", "prequantized")
+LABELS = ("bit-exact", "value-exact", "requantized")
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    """(scheme, recipe) → (artifact path, summary), converted once per module."""
+    cache = {}
+
+    def get(scheme: str, recipe: str):
+        if (scheme, recipe) not in cache:
+            out = tmp_path_factory.mktemp(f"{scheme}-{recipe}") / "a.ninfer"
+            result = convert(FIXTURES / scheme, out, recipe=recipe, workers=1)
+            cache[scheme, recipe] = (out, result.summary())
+        return cache[scheme, recipe]
+
+    return get
+
+
+def ordinal(x: np.ndarray, dtype: str) -> np.ndarray:
+    bits = np.asarray(x, dtype=np.float32).astype(LIBRARY_DTYPES[dtype])
+    bits = bits.view(f"<i{bits.dtype.itemsize}").astype(np.int64)
+    mag = bits & ((1 << (8 * LIBRARY_DTYPES[dtype].itemsize - 1)) - 1)
+    return np.where(bits < 0, -mag, mag)
+
+
+def test_the_core_fixtures_are_present():
+    assert {"ct-nvfp4", "ct-nvfp4a16", "ct-fp8-channel", "ct-fp8-tensor", "ct-fp8-block", "ct-w4a16-g128",
+            "ct-nvfp4-moe"} <= set(SCHEMES)
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_values_equal_the_library_dequantization_and_verify_passes(converted, scheme, recipe):
+    path, summary = converted(scheme, recipe)
+    refs = weights(scheme)
+    kept = 0
+    with open_artifact(path) as art:
+        for name, ref in refs.items():
+            _, _, _, rec = located(art, name)
+            got = decoded(art, name)
+            assert list(got.shape) == ref["shape"]
+            assert rec["exactness"] in LABELS and isinstance(rec["value_relation"], str)
+            scheme_rec = rec["source_quantization"]
+            first = scheme_rec[0] if isinstance(scheme_rec, list) else scheme_rec
+            assert first["library_dtype"] == ref["dtype"]
+            if rec["exactness"] == "requantized":
+                assert "max_ulp" not in rec and rec["measured_error"]["cosine"] > 0.99
+                continue
+            kept += 1
+            n = rec["max_ulp"]
+            if n == 0:  # the library's exact bytes (ModelOpt decodes the code -0 as +0.0: equal values)
+                assert ref["sha256"] in (sha256(library_bytes(got, ref["dtype"])),
+                                         sha256(library_bytes(got + np.float32(0), ref["dtype"]))), name
+            idx = np.array([i for i, _ in ref["samples"]])
+            want = np.array([v for _, v in ref["samples"]], dtype=np.float32)
+            dist = np.abs(ordinal(got.reshape(-1)[idx], ref["dtype"]) - ordinal(want, ref["dtype"]))
+            assert int(dist.max()) <= n, name
+    q = summary["prequantized"]
+    assert sum(q["exactness"].values()) == q["objects"] and q["exactness"].get("bit-exact", 0) + q["exactness"].get(
+        "value-exact", 0) >= (1 if kept else 0)
+    report = verify(path, FIXTURES / scheme, sweep=True)
+    assert [g.status for g in report.gates] == ["pass"] * 7, [(g.number, [str(i) for i in g.issues][:2])
+                                                               for g in report.gates if g.status != "pass"]
+    assert report.result == "pass"
+
+
+def tiled(scales: np.ndarray) -> np.ndarray:
+    """Block scales ``[N, K/16]`` in nvfp4's 128x4 tiles (docs/format/layouts.md §3, written out here)."""
+    n, c16 = scales.shape
+    c = c16 // 4
+    r, col = np.meshgrid(np.arange(n), np.arange(c16), indexing="ij")
+    at = ((r // 128) * c + col // 4) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + col % 4
+    out = np.zeros(n * c16, dtype=np.uint8)
+    out[at.reshape(-1)] = scales.reshape(-1)
+    return out
+
+
+NVFP4_SCHEMES = [s for s in SCHEMES if "nvfp4" in s]
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+@pytest.mark.parametrize("scheme", NVFP4_SCHEMES)
+def test_nvfp4_codes_block_scales_and_divisors_are_the_sources(converted, scheme, recipe):
+    path, _ = converted(scheme, recipe)
+    comp = components(scheme)
+    with open_artifact(path) as art:
+        for name in weights(scheme):
+            module = name.removesuffix(".weight")
+            oid, r0, r1, rec = located(art, name)
+            o = art.object(oid)
+            assert o.format == "nvfp4" and rec["exactness"] == "bit-exact"
+            n, k = o.shape
+            data = np.frombuffer(object_bytes(art, oid), dtype=np.uint8)
+            codes, scales = data[:n * k // 2], data[n * k // 2:n * k // 2 + n * k // 16]
+            divisors = data[n * k // 2 + n * k // 16:].view("<f4")
+            packed = comp.get(f"{module}.weight_packed", comp.get(f"{module}.weight"))
+            assert codes[r0 * k // 2:r1 * k // 2].tobytes() == packed.tobytes()
+            member = tiled(comp[f"{module}.weight_scale"].view(np.uint8))
+            assert scales[r0 * k // 16:r1 * k // 16].tobytes() == member.tobytes()  # tiles of a whole member
+            d = divisors[r0 // (n // o.divisors)]
+            if f"{module}.weight_global_scale" in comp:  # compressed-tensors divides by its global scale
+                assert d == comp[f"{module}.weight_global_scale"].reshape(-1)[0]
+            else:  # ModelOpt multiplies by weight_scale_2
+                assert d == np.float32(1) / comp[f"{module}.weight_scale_2"].reshape(-1)[0].astype(np.float32)
+
+
+FP8_ROW_SCHEMES = [s for s in SCHEMES if s in ("ct-fp8-channel", "ct-fp8-tensor", "modelopt-fp8")]
+
+
+@pytest.mark.parametrize("scheme", FP8_ROW_SCHEMES)
+def test_fp8_codes_are_the_sources_and_scales_repeat_per_row(converted, scheme):
+    path, _ = converted(scheme, "prequantized")
+    comp = components(scheme)
+    with open_artifact(path) as art:
+        for name in weights(scheme):
+            oid, r0, r1, rec = located(art, name)
+            o = art.object(oid)
+            assert o.format == "fp8_e4m3fn_row_bf16" and rec["exactness"] in ("bit-exact", "value-exact")
+            n, k = o.shape
+            data = np.frombuffer(object_bytes(art, oid), dtype=np.uint8)
+            assert data[r0 * k:r1 * k].tobytes() == comp[name].view(np.uint8).tobytes()
+            row_scales = data[n * k:n * k + 2 * n].view(ml_dtypes.bfloat16).astype(np.float32)[r0:r1]
+            source = comp[name.removesuffix(".weight") + ".weight_scale"].astype(np.float32).reshape(-1)
+            # the scale as the row's bf16 multiplier: exact when bf16 holds it, else rounded (and not bit-exact)
+            rounded = source.astype(ml_dtypes.bfloat16).astype(np.float32)
+            assert np.array_equal(row_scales, np.broadcast_to(rounded, row_scales.shape))
+            if not np.array_equal(rounded, source):
+                assert rec["exactness"] != "bit-exact"
+
+
+def test_static_input_scales_become_activation_divisors_with_allow_a4(converted):
+    path, _ = converted("ct-nvfp4", "prequantized")
+    comp = components("ct-nvfp4")
+    with open_artifact(path) as art:
+        d = art.directory.to_json()
+        divisors = np.asarray(art.object_array("text/activation_input_divisors")).reshape(-1)
+        checked = 0
+        for use in d["uses"]:
+            try:
+                _, _, _, rec = located(art, _source_of(art, use["parameter"]))
+            except KeyError:
+                assert use["activation_policy"] == "AllowA8"  # no static input scale: the recipe's policy
+                continue
+            module = _source_of(art, use["parameter"]).removesuffix(".weight")
+            part = use["auxiliaries"]["activation_input_divisor"]["parts"][0]
+            assert use["activation_policy"] == "AllowA4"
+            assert part["object"] == "text/activation_input_divisors"
+            # compressed-tensors quantizes x / (amax / (448·6 / input_global_scale)): the global scale divides
+            assert divisors[part["range"][0]] == comp[f"{module}.input_global_scale"].reshape(-1)[0]
+            assert rec["source_quantization"]["activation_divisor"] == divisors[part["range"][0]]
+            checked += 1
+        assert checked == 7
+
+
+def _source_of(art, parameter: str) -> str:
+    for rec in art.provenance["objects"].values():
+        for pc in rec.get("pieces", []):
+            if pc["parameter"] == parameter and pc.get("source_type", "").endswith("NVFP4"):
+                return pc["source"]
+    raise KeyError(parameter)
+
+
+def test_moe_expert_banks_keep_one_source_divisor_per_expert(converted):
+    comp = components("ct-nvfp4-moe")
+    for recipe in RECIPES:
+        path, _ = converted("ct-nvfp4-moe", recipe)
+        with open_artifact(path) as art:
+            banks = [o for o in art.objects if o.kind == "tensor" and "/moe/experts/" in o.id and o.format == "nvfp4"]
+            assert len(banks) == 3, [o.id for o in art.objects]
+            for o in banks:
+                rec = art.provenance["objects"][o.id]
+                assert o.divisors == 4 and rec["exactness"] == "bit-exact" and len(rec["pieces"]) == 4
+                data = np.frombuffer(object_bytes(art, o.id), dtype=np.uint8)
+                divisors = data[-4 * o.divisors:].view("<f4")
+                for e, pc in enumerate(rec["pieces"]):
+                    module = pc["source"].removesuffix(".weight")
+                    assert f".experts.{e}." in module
+                    assert divisors[e] == comp[f"{module}.weight_global_scale"].reshape(-1)[0]
+
+
+def test_block_fp8_is_requantized_by_the_prequantized_recipe_and_kept_value_exact_by_exact(converted):
+    _, kept = converted("ct-fp8-block", "exact")
+    path, summary = converted("ct-fp8-block", "prequantized")
+    assert kept["prequantized"]["exactness"] == {"value-exact": 7}
+    assert summary["prequantized"]["exactness"] == {"requantized": 7} and summary["prequantized"]["max_ulp"] is None
+    with open_artifact(path) as art:
+        for name in weights("ct-fp8-block"):
+            oid, _, _, rec = located(art, name)
+            assert art.object(oid).format == "fp8_e4m3fn_row_bf16"
+            assert rec["source_quantization"]["kind"] == "CT_FP8_BLOCK" and "requantized" in rec["value_relation"]
+    assert any("no quantized exact form" in n for n in summary["notes"])
+
+
+def test_summary_json_and_table_show_the_labels(tmp_path, capsys):
+    rc = main(["st2ninfer", str(FIXTURES / "ct-nvfp4"), str(tmp_path / "a.ninfer"), "--recipe", "prequantized",
+               "--json", "--no-verify"])
+    s = json.loads(capsys.readouterr().out)
+    assert rc == 0 and s["prequantized"] == {"objects": 7, "kinds": ["CT_NVFP4"], "exactness": {"bit-exact": 7},
+                                             "max_ulp": 0}
+    rc = main(["st2ninfer", str(FIXTURES / "ct-w4a16-g128"), str(tmp_path / "b.ninfer"), "--recipe", "prequantized",
+               "--no-verify"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "prequantized source" in out and "value-exact" in out and "CT_INT4" in out

@@ -1,0 +1,110 @@
+"""Shared pieces of the prequantized-source tests: the fixture checkpoints (``tests/fixtures/prequantized/``, made
+with the real libraries by ``make_fixtures.py``), their ``reference.json`` (each library's own dequantization),
+the raw component tensors read straight from ``model.safetensors`` (independently of the source layer), an
+artifact's logical parameter decoded from its object rows, and a byte-level rewriter for seeded defects."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+from converters.pipeline.convert import convert
+from ninfer_core import ArtifactWriter, open_artifact
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "prequantized"
+NP = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype(ml_dtypes.bfloat16),
+      "F8_E4M3": np.dtype(ml_dtypes.float8_e4m3fn), "U8": np.dtype("u1"), "I8": np.dtype("i1"),
+      "I32": np.dtype("<i4"), "I64": np.dtype("<i8")}
+LIBRARY_DTYPES = {"float32": np.dtype("<f4"), "bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype("<f2")}
+
+
+def schemes() -> list[str]:
+    """The fixture directories present (each with its reference.json)."""
+    return sorted(p.parent.name for p in FIXTURES.glob("*/reference.json"))
+
+
+def reference(scheme: str) -> dict:
+    return json.loads((FIXTURES / scheme / "reference.json").read_text())
+
+
+def weights(scheme: str) -> dict[str, dict]:
+    """``<module>.weight`` → its reference record (the quantized weights of the fixture)."""
+    return {k: v for k, v in reference(scheme).items() if not k.startswith("_")}
+
+
+def components(scheme: str) -> dict[str, np.ndarray]:
+    """Every tensor of the fixture's ``model.safetensors``, parsed here (8-byte header length, JSON header)."""
+    out = {}
+    for f in sorted((FIXTURES / scheme).glob("*.safetensors")):
+        data = f.read_bytes()
+        (n,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8:8 + n])
+        for name, t in header.items():
+            if name == "__metadata__":
+                continue
+            a, b = t["data_offsets"]
+            out[name] = np.frombuffer(data[8 + n + a:8 + n + b], dtype=NP[t["dtype"]]).reshape(t["shape"])
+    return out
+
+
+def convert_fixture(scheme: str, out: Path, recipe: str) -> Path:
+    convert(FIXTURES / scheme, out, recipe=recipe, workers=1)
+    return out
+
+
+def located(art, module_weight: str) -> tuple[str, int, int, dict]:
+    """(object id, row_start, row_end, its provenance record) of the piece whose source is ``module_weight``."""
+    for oid, rec in art.provenance["objects"].items():
+        for pc in rec.get("pieces", []):
+            if pc["source"] == module_weight:
+                return oid, pc["rows"][0], pc["rows"][1], rec
+    raise KeyError(module_weight)
+
+
+def decoded(art, module_weight: str) -> np.ndarray:
+    """The float32 values the artifact stores for the source tensor ``module_weight`` (its object rows)."""
+    oid, r0, r1, _ = located(art, module_weight)
+    return np.asarray(art.object_array(oid))[r0:r1]
+
+
+def library_bytes(values: np.ndarray, dtype: str) -> bytes:
+    """``values`` rounded to the library's output dtype, little-endian bytes (what reference.json hashes)."""
+    return np.ascontiguousarray(np.asarray(values, dtype=np.float32).astype(LIBRARY_DTYPES[dtype])).tobytes()
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def object_bytes(art, oid: str) -> bytes:
+    o = art.object(oid)
+    return bytes(art.read_range(o.offset, o.bytes))
+
+
+def rewrite_bytes(src: Path, dst: Path, edit: dict[str, Callable[[bytes], bytes]]) -> Path:
+    """Write ``dst`` from the artifact ``src`` with the writer, every object's bytes as they are except those
+    ``edit`` maps (object id → function of its encoded bytes returning bytes of the same length)."""
+    with open_artifact(src) as art:
+        d = art.directory.to_json()
+        w = ArtifactWriter(dst, components=d["components"], bindings=d["bindings"], uses=d["uses"],
+                           metadata=d.get("metadata"), provenance=d.get("provenance"), durable=False)
+        for obj in art.objects:
+            if obj.kind == "tensor":
+                w.add_tensor(obj.id, obj.shape, obj.format, obj.layout, divisors=obj.divisors)
+            else:
+                w.add_resource(obj.id, obj.bytes)
+        w.plan()
+        for obj in art.objects:
+            data = bytes(art.read_range(obj.offset, obj.bytes))
+            if obj.id in edit:
+                data = edit[obj.id](data)
+                assert len(data) == obj.bytes
+            w.write_object(obj.id, data)
+        w.commit()
+    return dst
