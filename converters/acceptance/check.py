@@ -67,6 +67,7 @@ from converters.pipeline.planned import PlannedTensor
 from converters.pipeline.produce import Producer
 from converters.pipeline.template import BorrowedObject, apply_template
 from converters.sources import ternary
+from converters.sources.prequantized import KINDS, ulp_distance
 from converters.sources.rows import TensorRows, storage_of
 from ninfer_core import codecs, open_artifact
 from ninfer_core.codecs.ggml_types import BY_NAME as GGML_TYPES
@@ -263,7 +264,11 @@ def check_geometry(plan, sources) -> dict:
                 g["source_bytes"] += geo["source_bytes"]
                 g["payload_bytes"] += geo["payload_bytes"]
                 continue
-            src_bytes = n * st.row_bytes if st.row_bytes is not None else n * k * st.block_bytes // st.block
+            qw = sources[pc.source.input].quantized(pc.source.tensor)
+            if qw is not None:  # prequantized: the bytes its components hold for these rows (docs/prequantized.md)
+                src_bytes = sum(t.byte_length for t in qw.parts.values()) * n // max(1, qw.shape[0])
+            else:
+                src_bytes = n * st.row_bytes if st.row_bytes is not None else n * k * st.block_bytes // st.block
             shape = (n, k) if len(obj.shape) >= 2 else (n,)
             payload = codecs.encoded_size(obj.format, obj.layout, shape, 1) if obj.divisors == 1 else None
             g["source_bytes"] += src_bytes
@@ -275,6 +280,8 @@ def check_geometry(plan, sources) -> dict:
         exact = g["method"] == "transcode"
         g["pad"] = g["payload_bytes"] - g["source_bytes"] if exact and g["payload_bytes"] is not None else None
         g["note"] = ("pad != 0" if g["pad"] else "") if exact else "requantized: sizes differ by design"
+        if exact and g["source_type"] in KINDS:
+            g["note"] = "prequantized: codes and scales kept, the source's tensor-level scales differ in form"
         if "explained" in g:
             if g["layout_payload"] != g["payload_bytes"]:
                 g["note"] = (f"MISMATCH: storage-layouts §1 gives {g['layout_payload']:,} payload bytes, the codec "
@@ -329,6 +336,9 @@ def _sample_rows(rows: TensorRows) -> list[tuple[int, int]]:
 def _roundtrip(rows: TensorRows, kind: str, fmt: str | None, tensor: str, entry: dict, probe_blocks: list) -> None:
     """Transcode the sampled rows, take them apart again, decode both ways (updates ``entry``)."""
     st = rows.storage
+    if rows.quantized is not None:
+        _roundtrip_prequantized(rows.quantized, fmt, entry)
+        return
     for r0, r1 in _sample_rows(rows):
         ids = slice(r0, r1) if st.row_bytes is not None else slice(0, st.rows)
         raw = np.ascontiguousarray(rows.raw(ids))
@@ -354,6 +364,19 @@ def _roundtrip(rows: TensorRows, kind: str, fmt: str | None, tensor: str, entry:
         entry["decode_equal"] = same and entry["decode_equal"] is not False
 
 
+def _roundtrip_prequantized(qw, fmt: str | None, entry: dict) -> None:
+    """A prequantized weight: its transcode decodes to the library's values within ``max_ulp``
+    (docs/prequantized.md §Ulp distance)."""
+    n = qw.shape[0]
+    entry["rows_sampled"] += n
+    if fmt is None:
+        return
+    data = qw.transcode(fmt, 0, n)
+    decoded = codecs.decode(fmt, codecs.FORMATS[fmt].layout, qw.shape, data)
+    same = ulp_distance(decoded, qw.dequantize(0, n), qw.library_dtype) <= qw.max_ulp(fmt)
+    entry["decode_equal"] = same and entry["decode_equal"] is not False
+
+
 def check_roundtrip(plan, model) -> dict:
     """CHECK 2 on one source tensor per role."""
     samples, ok = [], True
@@ -362,6 +385,8 @@ def check_roundtrip(plan, model) -> dict:
         st = rows.storage
         kind = st.ggml_type or st.dtype
         fmt = _target(plan, p, kind)
+        if fmt is None and rows.quantized is not None:  # prequantized: its first exact target (docs/prequantized.md)
+            fmt = next(iter(rows.quantized.exact_targets()))
         entry = {"tensor": p.source.tensor, "parameter": p.name, "role": p.role, "type": kind, "target": fmt,
                  "rows_sampled": 0, "bytes_equal": None, "codes_equal": None, "codes_differ": [], "decode_equal": None,
                  "probe": None, "verdict": "OK"}

@@ -183,3 +183,14 @@ def test_cli_reports_one_line(tmp_path, capsys):
     assert rc != 0 and "Traceback" not in err
     assert "prequantized_component_missing" in err and f"{MOD}.weight_global_scale" in err
     assert not (tmp_path / "out" / "m.ninfer").exists()
+
+
+@pytest.mark.parametrize("scheme", ["ct-nvfp4", "ct-w4a16-asym-g128", "modelopt-fp8"])
+def test_convert_check_transcodes_prequantized_weights(scheme, capsys):
+    """``convert check`` (docs/ternary.md §5) on a prequantized source: CHECK 2 transcodes each role's weight into
+    its first exact target and decodes it within max_ulp of the library (docs/prequantized.md §Ulp distance)."""
+    rc = main(["check", str(ROOT / scheme), "--recipe", "exact", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["result"] == "OK"
+    quantized = [s for s in out["check2"]["samples"] if s["type"].startswith(("CT_", "MO_"))]
+    assert quantized and all(s["decode_equal"] is True and s["verdict"] == "OK" for s in quantized)
