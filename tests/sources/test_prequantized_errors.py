@@ -194,3 +194,24 @@ def test_convert_check_transcodes_prequantized_weights(scheme, capsys):
     assert rc == 0 and out["result"] == "OK"
     quantized = [s for s in out["check2"]["samples"] if s["type"].startswith(("CT_", "MO_"))]
     assert quantized and all(s["decode_equal"] is True and s["verdict"] == "OK" for s in quantized)
+
+
+def test_components_split_across_shards(tmp_path):
+    """A sharded checkpoint may put a module's components in different shards: each is read from its own."""
+    d = tmp_path / "sharded"
+    shutil.copytree(ROOT / "ct-nvfp4", d)
+    (d / "model.safetensors").unlink()
+    with open_safetensors(ROOT / "ct-nvfp4" / "model.safetensors") as s:
+        ts = {n: (t.dtype, list(t.shape), bytes(s.raw(n))) for n, t in s.tensors.items()}
+    names = sorted(ts)
+    shards = {"model-00001-of-00002.safetensors": names[0::2], "model-00002-of-00002.safetensors": names[1::2]}
+    for shard, members in shards.items():
+        _write_st(d / shard, {n: ts[n] for n in members})
+    (d / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {n: shard for shard, members in shards.items() for n in members}}))
+    with open_hf_dir(d) as src, open_hf_dir(ROOT / "ct-nvfp4") as ref:
+        qw = src.quantized(f"{MOD}.weight")
+        assert len({t.file.name for t in qw.parts.values()}) == 2
+        assert set(src.quantized_weights) == set(ref.quantized_weights)
+        np.testing.assert_array_equal(src.array(f"{MOD}.weight"), ref.array(f"{MOD}.weight"))
+        np.testing.assert_array_equal(qw.transcode("nvfp4", 0, 256), ref.quantized(f"{MOD}.weight").transcode("nvfp4", 0, 256))
