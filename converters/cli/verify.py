@@ -60,6 +60,10 @@ def print_report(r) -> None:
     if g4:
         console.print(f"values: layers {g4['layers']} ({g4['layers_bound']} bound), {g4['parameters']} parameters, "
                       f"{g4['exact']} exact, worst cosine {g4['worst_cosine']}")
+        if "library_rule" in g4:  # a prequantized source (docs/acceptance.md §Prequantized sources)
+            lr = g4["library_rule"]
+            console.print(f"  {lr['parameters']} kept from a prequantized source: within {lr['max_ulp']} ulp of the "
+                          f"library's {'/'.join(lr['dtypes'])} values")
         for cid, c in g4.get("components", {}).items():
             layers = f"layers {c['layers']}, " if "layers" in c else ""
             console.print(f"  {cid}: {layers}{c['parameters']} parameters" + (f" ({c['note']})" if "note" in c else ""))

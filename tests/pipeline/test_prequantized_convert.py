@@ -98,6 +98,9 @@ def test_values_equal_the_library_dequantization_and_verify_passes(converted, sc
     assert [g.status for g in report.gates] == ["pass"] * 7, [(g.number, [str(i) for i in g.issues][:2])
                                                                for g in report.gates if g.status != "pass"]
     assert report.result == "pass"
+    if kept:  # gate 4 compared the kept parameters by the library's rule, within the recorded bound
+        rule = report.gate(4).evidence["library_rule"]
+        assert rule["parameters"] >= kept and rule["max_ulp"] == q["max_ulp"] and rule["dtypes"] == [ref["dtype"]]
 
 
 def tiled(scales: np.ndarray) -> np.ndarray:

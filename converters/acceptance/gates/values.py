@@ -127,9 +127,11 @@ class ParameterCheck:
     worst_row_rel: float | None
     ok_values: bool
     ok_order: bool
+    rule: LibraryRule | None = None  # compared with a prequantized source's library rule (library_rule.py)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "exactness": self.exactness, "formats": list(self.formats),
+        library = {"library_dtype": self.rule.dtype, "max_ulp": self.rule.max_ulp} if self.rule is not None else {}
+        return {"name": self.name, "exactness": self.exactness, **library, "formats": list(self.formats),
                 "cosine": round(self.cosine, 9), "max_abs": float(f"{self.max_abs:.6g}"),
                 "max_rel": float(f"{self.max_rel:.6g}"),
                 "worst_row_rel": None if self.worst_row_rel is None else float(f"{self.worst_row_rel:.6g}"),
@@ -227,7 +229,7 @@ def _check_one(art, name: str, a: ArtifactRows, s: SourceRows, spec, out: Values
     rows = st.rows()
     worst_row = float(np.max(rows[0])) if rows is not None and rows[0].size else None
     out.checked.append(ParameterCheck(name, exactness, formats, st.cosine, st.max_abs, st.max_rel, worst_row,
-                                      ok_values, ok_order))
+                                      ok_values, ok_order, rule))
 
 
 def _judge_values(name, st: Stats, exact: bool, exactness: str, tol, encoder: str, formats, out) -> bool:

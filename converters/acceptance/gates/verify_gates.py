@@ -134,8 +134,18 @@ def values(run, g):
                        "parameters": len(checked),
                        "exact": sum(c["exactness"] in ("bit-exact", "value-exact") for c in checked),
                        "worst_cosine": min((c["cosine"] for c in checked), default=None),
+                       **_library_rules(checked),
                        **({"components": components} if components else {}), "per_parameter": checked})
     return found
+
+
+def _library_rules(checked: list[dict]) -> dict:
+    """Parameters compared with a prequantized source's library rule (docs/acceptance.md §Prequantized sources)."""
+    ruled = [c for c in checked if "max_ulp" in c]
+    if not ruled:
+        return {}
+    return {"library_rule": {"parameters": len(ruled), "max_ulp": max(c["max_ulp"] for c in ruled),
+                             "dtypes": sorted({c["library_dtype"] for c in ruled})}}
 
 
 @gate("verify", "5", "order_probes", needs=("artifact", "source"),
