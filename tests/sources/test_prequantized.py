@@ -194,3 +194,22 @@ def test_inspect_shows_the_quantization(fixture):
     assert details["quantized"].startswith(q["convention"]) and ("lm_head" in details["quantized"]) == bool(q["ignore"])
     # the evidence still lists every stored tensor, components included
     assert any(r["name"].endswith(("weight_scale", "weight_scale_inv")) for r in inspect_model_artifact(d)["tensors"])
+
+
+def test_rounding_matches_ml_dtypes():
+    """numeric.round_to (the libraries' round-to-nearest-even into bfloat16/float16) equals ml_dtypes' casts on
+    every kind of float32: random bit patterns, ties, subnormals, infinities, NaN."""
+    from converters.sources.prequantized.numeric import round_to
+
+    rng = np.random.default_rng(1)
+    bits = rng.integers(0, 1 << 32, 200_000, dtype=np.uint64).astype(np.uint32)
+    ties = (rng.integers(0, 1 << 16, 1000, dtype=np.uint32) << 16) | np.uint32(0x8000)
+    x = np.concatenate([bits, ties]).view(np.float32)
+    x = np.concatenate([x, np.array([0.0, -0.0, np.inf, -np.inf, 3.4e38, 1e-45], dtype=np.float32)])
+    for name, dt in (("bfloat16", ml_dtypes.bfloat16), ("float16", np.float16)):
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = x.astype(dt).astype(np.float32)
+        got = round_to(x, name)
+        assert np.array_equal(np.isnan(got), np.isnan(want))
+        ok = ~np.isnan(want)
+        assert np.array_equal(got[ok].view(np.uint32), want[ok].view(np.uint32)), name

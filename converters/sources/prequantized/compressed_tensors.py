@@ -19,7 +19,7 @@ import numpy as np
 from converters.errors import SourceFormatError
 
 from .families import FP8Weight, IntWeight, NVFP4Weight, read_shape_part, scalar
-from .numeric import OUT_DTYPES, ST_TO_OUT, component_rows, promote, torch_op
+from .numeric import ST_TO_OUT, component_rows, promote, round_to, torch_op
 
 SECTION = "docs/prequantized.md §compressed-tensors"
 #: component tensor names of every compressed-tensors kind (hidden from ``source.tensors``)
@@ -46,10 +46,10 @@ class CTNVFP4(NVFP4Weight):
 
     def rule(self, e2m1: np.ndarray, scales: np.ndarray) -> np.ndarray:
         """The library's values of E2M1 values ``[..., 16]`` under E4M3 scale values ``[...]``."""
-        mid = OUT_DTYPES[self._mid]
+        mid = self._mid
         g = component_rows(self.parts["weight_global_scale"], 0, 1).reshape(())
         eff = torch_op(scales, g, "div", mid)
-        return torch_op(e2m1, eff[..., None], "mul", mid).astype(OUT_DTYPES["bfloat16"])
+        return round_to(torch_op(e2m1, eff[..., None], "mul", mid), "bfloat16")
 
 
 class CTFP8(FP8Weight):
@@ -63,7 +63,7 @@ class CTFP8(FP8Weight):
 
     def rule(self, e4m3: np.ndarray, scales: np.ndarray) -> np.ndarray:
         """The library's values of E4M3 values under scales (source dtype), elementwise."""
-        return torch_op(e4m3, scales, "mul", OUT_DTYPES[self.scale_dtype])
+        return torch_op(e4m3, scales, "mul", self.scale_dtype)
 
 
 class CTInt(IntWeight):
@@ -78,7 +78,7 @@ class CTInt(IntWeight):
 
     def rule(self, values: np.ndarray, scales: np.ndarray) -> np.ndarray:
         """The library's values of ``q - z`` (float32, exact) under scales (source dtype), elementwise."""
-        return torch_op(values, scales, "mul", OUT_DTYPES[self.scale_dtype])
+        return torch_op(values, scales, "mul", self.scale_dtype)
 
 
 def _missing(module: str, role: str, file) -> SourceFormatError:

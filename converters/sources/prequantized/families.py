@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from converters.errors import SourceFormatError
+from ninfer_core.codecs.bitpack import byte_table
 
 from .numeric import E2M1, E4M3, NP_DTYPES, component_rows
 from .weight import QuantizedWeight
@@ -64,12 +65,10 @@ class NVFP4Weight(QuantizedWeight):
         return component_rows(self.parts[self.SCALES], r0, r1).view(np.uint8)
 
     def e2m1(self, r0: int, r1: int) -> np.ndarray:
-        """E2M1 values float32 ``[r1 - r0, K/16, 16]`` (exact)."""
+        """E2M1 values float32 ``[r1 - r0, K/16, 16]`` (exact): one table lookup per packed byte."""
         c = self.codes(r0, r1)
-        vals = np.empty((c.shape[0], c.shape[1], 2), dtype=np.float32)
-        vals[:, :, 0] = self.E2M1_TABLE[c & 0x0F]
-        vals[:, :, 1] = self.E2M1_TABLE[c >> 4]
-        return vals.reshape(c.shape[0], -1, 16)
+        table = byte_table(self.E2M1_TABLE, 4)  # byte → (low nibble's value, high nibble's value)
+        return np.take(table, c, axis=0).reshape(c.shape[0], -1, 16)
 
     def scale_values(self, r0: int, r1: int) -> np.ndarray:
         """Block scales as float32 ``[r1 - r0, K/16]`` (exact)."""

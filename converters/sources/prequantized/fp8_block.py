@@ -13,7 +13,7 @@ import numpy as np
 
 from .compressed_tensors import _inverse, _keep, _missing, _scheme
 from .families import FP8Weight, check_part, scalar
-from .numeric import OUT_DTYPES, ST_TO_OUT
+from .numeric import ST_TO_OUT, as_f32, round_to
 
 SECTION = "docs/prequantized.md §Block FP8"
 COMPONENTS = ("weight", "weight_scale_inv", "input_scale", "activation_scale")
@@ -28,8 +28,7 @@ class BlockFP8(FP8Weight):
 
     def rule(self, e4m3: np.ndarray, scales: np.ndarray) -> np.ndarray:
         """The library's values of E4M3 values under scales (source dtype), elementwise."""
-        v = np.multiply(e4m3, np.asarray(scales, dtype=np.float32), dtype=np.float32)
-        return v.astype(OUT_DTYPES[self.library_dtype])
+        return round_to(np.multiply(e4m3, as_f32(scales), dtype=np.float32), self.library_dtype)
 
 
 def build(module: str, parts: dict, scheme, cfg):

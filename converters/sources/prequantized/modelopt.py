@@ -16,7 +16,7 @@ import numpy as np
 
 from .compressed_tensors import _inverse, _keep, _missing, _scheme
 from .families import FP8Weight, NVFP4Weight, check_part, scalar
-from .numeric import E2M1, OUT_DTYPES, component_rows, torch_op
+from .numeric import E2M1, component_rows, round_to, torch_op
 
 SECTION = "docs/prequantized.md §ModelOpt"
 COMPONENTS = ("weight", "weight_scale", "weight_scale_2", "input_scale")
@@ -38,7 +38,7 @@ class MONVFP4(NVFP4Weight):
         """The library's values of E2M1 values ``[..., 16]`` under E4M3 scale values ``[...]``."""
         ws2 = np.asarray(component_rows(self.parts["weight_scale_2"], 0, 1), dtype=np.float32).reshape(())
         per_block = np.multiply(scales, ws2, dtype=np.float32)
-        return np.multiply(e2m1, per_block[..., None], dtype=np.float32).astype(OUT_DTYPES[self.library_dtype])
+        return round_to(np.multiply(e2m1, per_block[..., None], dtype=np.float32), self.library_dtype)
 
 
 class MOFP8(FP8Weight):
@@ -51,7 +51,7 @@ class MOFP8(FP8Weight):
 
     def rule(self, e4m3: np.ndarray, scales: np.ndarray) -> np.ndarray:
         """The library's values of E4M3 values under scales (source dtype), elementwise."""
-        return torch_op(e4m3, scales, "mul", OUT_DTYPES[self.library_dtype])
+        return torch_op(e4m3, scales, "mul", self.library_dtype)
 
 
 def build(module: str, parts: dict, scheme, cfg):

@@ -52,18 +52,41 @@ def component_rows(t, r0: int, r1: int) -> np.ndarray:
     return mm.reshape(r1 - r0, *shape[1:])
 
 
-def to_dtype(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """``x`` (float32) rounded to ``dtype`` once, to nearest even."""
-    return np.asarray(x, dtype=np.float32).astype(dtype)
+def as_f32(a) -> np.ndarray:
+    """``a`` widened to float32 (exact for bfloat16, float16, E4M3 and integers; bfloat16 by a bit shift)."""
+    a = np.asarray(a)
+    if a.dtype == OUT_DTYPES["bfloat16"]:
+        return (a.view("<u2").astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return np.asarray(a, dtype=np.float32)
 
 
-def torch_op(a: np.ndarray, b: np.ndarray, op: str, dtype: np.dtype) -> np.ndarray:
-    """``a op b`` as the libraries compute it in ``dtype``: operands in ``dtype``, computed in float32,
-    rounded once to ``dtype`` (a float32 op for float32). Returns an array of ``dtype``."""
-    fa = np.asarray(a).astype(dtype).astype(np.float32)
-    fb = np.asarray(b).astype(dtype).astype(np.float32)
+def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 ``x`` rounded once to ``dtype`` (nearest even; NaN stays NaN), returned as float32 values."""
+    x = np.asarray(x, dtype=np.float32)
+    if dtype == "float32":
+        return x
+    if dtype == "float16":
+        with np.errstate(over="ignore", invalid="ignore"):  # beyond 65504: infinity, as the libraries give
+            return x.astype(np.float16).astype(np.float32)
+    u = x.view(np.uint32)
+    r = np.right_shift(u, np.uint32(16))  # u + 0x7FFF + (bit 16 of u), then cut: nearest even
+    r &= np.uint32(1)
+    r += np.uint32(0x7FFF)
+    r += u
+    r &= np.uint32(0xFFFF0000)
+    nan = np.isnan(x)
+    if nan.any():
+        r[nan] = (u[nan] | np.uint32(0x00400000)) & np.uint32(0xFFFF0000)
+    return r.view(np.float32)
+
+
+def torch_op(a: np.ndarray, b: np.ndarray, op: str, dtype: str) -> np.ndarray:
+    """``a op b`` as the libraries compute it in ``dtype`` (a name of :data:`OUT_DTYPES`): operands rounded to
+    ``dtype``, computed in float32, rounded once to ``dtype`` (a float32 op for float32). Returns the float32
+    values."""
+    fa, fb = round_to(as_f32(a), dtype), round_to(as_f32(b), dtype)
     r = {"mul": np.multiply, "div": np.divide, "sub": np.subtract}[op](fa, fb, dtype=np.float32)
-    return r.astype(dtype)
+    return round_to(r, dtype)
 
 
 def promote(a: str, b: str) -> str:

@@ -102,7 +102,9 @@ def transcode(qw, fmt: str, r0: int, r1: int) -> np.ndarray:
     n, k = r1 - r0, qw.shape[1]
     if fmt in ("fp32", "bf16"):
         v = qw.dequantize(r0, r1)
-        return np.ascontiguousarray(v.astype("<f4" if fmt == "fp32" else ml_dtypes.bfloat16)).view(np.uint8).reshape(-1)
+        if fmt == "fp32":
+            return np.ascontiguousarray(v, dtype="<f4").view(np.uint8).reshape(-1)
+        return (v.view("<u4") >> np.uint32(16)).astype("<u2").view(np.uint8).reshape(-1)  # bfloat16 values: exact
     codec = codecs.FORMATS[fmt]
     geom = codec.geometry((n, k), 1)
     buf = np.zeros(geom.nbytes, dtype=np.uint8)
