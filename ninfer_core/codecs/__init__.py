@@ -145,11 +145,14 @@ def decode(format: str, layout: str, shape: Sequence[int], data, *, divisors: in
 
 
 def encode(format: str, layout: str, array, *, encoder: str = "absmax", divisors: int = 1,
-           as_array: bool = False, weights=None) -> bytes | np.ndarray:
+           as_array: bool = False, weights=None, decoded: np.ndarray | None = None) -> bytes | np.ndarray:
     """Encode ``array`` (its shape is the object's logical shape) with the named encoder. ``as_array``: the
     uint8 array the bytes were built in, without the ``bytes`` copy (docs/io-speed.md §Write path).
     ``weights``: importance per column ``(K,)`` or per element ``(N, K)`` — the ``mse`` search then minimises
-    the weighted squared error (formats whose trait ``importance_weighted`` is true; docs/imatrix.md)."""
+    the weighted squared error (formats whose trait ``importance_weighted`` is true; docs/imatrix.md).
+    ``decoded``: a C-contiguous float32 array of the logical shape that receives the values :func:`decode`
+    of the result returns, made while encoding (docs/imatrix.md §Requantization speed); equal as numbers (a
+    zero may be −0.0 where decode gives +0.0)."""
     x = np.asarray(array)
     if not (x.dtype.kind in "fiu" or x.dtype.type in _ML_FLOATS):
         raise fail(f"cannot encode an array of dtype {x.dtype} as {format}", "input_dtype")
@@ -160,7 +163,12 @@ def encode(format: str, layout: str, array, *, encoder: str = "absmax", divisors
     if weights is not None:
         w = np.asarray(weights, dtype=np.float32)
         w = w.reshape(1, -1) if w.ndim == 1 else w.reshape(geom.n_rows, -1)
-    out = codec.encode(geom, x, encoder, w)
+    if decoded is not None:
+        if decoded.dtype != np.float32 or decoded.shape != geom.shape or not decoded.flags.c_contiguous:
+            raise fail(f"decoded output must be a C-contiguous float32 array of shape {list(geom.shape)}, got "
+                       f"{decoded.dtype} {list(decoded.shape)}", "decoded_shape")
+        decoded = decoded.reshape(geom.n_rows, *geom.shape[1:])
+    out = codec.encode(geom, x, encoder, w, decoded)
     return out if as_array else out.tobytes()
 
 

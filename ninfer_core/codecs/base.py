@@ -263,6 +263,7 @@ class Codec:
     ggml_passthrough: ClassVar[bool] = False  # GGML blocks stored as they are
     integer_word: ClassVar[str | None] = None  # numpy type of the words when they hold integers
     importance_weighted: ClassVar[bool] = False  # encode_block takes per-column weights (docs/imatrix.md)
+    decodes_while_encoding: ClassVar[bool] = False  # encode_block fills ``decoded`` itself (see Codec.encode)
 
     def __init_subclass__(cls, fmt: str | None = None, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -355,9 +356,14 @@ class Codec:
         return out.reshape(geom.shape) if rows is None else out
 
     @classmethod
-    def encode(cls, geom: Geometry, x: np.ndarray, encoder: str, weights: np.ndarray | None = None) -> np.ndarray:
+    def encode(cls, geom: Geometry, x: np.ndarray, encoder: str, weights: np.ndarray | None = None,
+               decoded: np.ndarray | None = None) -> np.ndarray:
         """The encoded object as the uint8 array it is built in (``codecs.encode`` makes ``bytes`` of it).
-        ``weights``: float32 importance ``(1, K)`` or ``(rows, K)`` for a codec with ``importance_weighted``."""
+        ``weights``: float32 importance ``(1, K)`` or ``(rows, K)`` for a codec with ``importance_weighted``.
+        ``decoded``: a float32 ``(rows, …)`` array that receives what :meth:`decode` of the result returns,
+        made in the same row block while it is in the cache — from the codes and multipliers the encoder
+        chose when the codec ``decodes_while_encoding``, else by ``decode_block`` of the block just written
+        (a ``whole_object`` codec's later planes are complete only at the end: :meth:`decode` of the result)."""
         if encoder not in cls.encoders:
             raise fail(f"encoder {encoder!r} is not available for {cls.format} (available: "
                        f"{', '.join(cls.encoders)})", "encoder_unsupported", cls.section)
@@ -373,13 +379,18 @@ class Codec:
                            "importance_shape", "docs/imatrix.md §Weighted search")
 
         def work(r0: int, r1: int) -> None:
-            if weights is None:
-                cls.encode_block(geom, xr, views, r0, r1, encoder, ctx)
-            else:
-                w = weights if weights.shape[0] == 1 else weights[r0:r1]
-                cls.encode_block(geom, xr, views, r0, r1, encoder, ctx, weights=w)
+            extra = {}
+            if weights is not None:
+                extra["weights"] = weights if weights.shape[0] == 1 else weights[r0:r1]
+            if decoded is not None and cls.decodes_while_encoding:
+                extra["decoded"] = decoded[r0:r1]
+            cls.encode_block(geom, xr, views, r0, r1, encoder, ctx, **extra)
+            if decoded is not None and not cls.decodes_while_encoding and not cls.whole_object:
+                cls.decode_block(geom, views, r0, r1, decoded[r0:r1])
 
         run_row_blocks(geom.n_rows, cls.block_rows(geom), work)
+        if decoded is not None and not cls.decodes_while_encoding and cls.whole_object:
+            decoded[...] = cls.decode(geom, buf)  # whole-object planes (a divisor) are complete only now
         return buf
 
     @classmethod

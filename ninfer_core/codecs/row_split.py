@@ -34,6 +34,7 @@ class RowSplitCodec(Codec):
     section = "storage-layouts §1"
     encoders = ENCODERS
     importance_weighted = True
+    decodes_while_encoding = True  # decoded = code value × FP16 multiplier, decode_block's product
     bits: ClassVar[int]
     low_bits: ClassVar[int]
     high_bits: ClassVar[int] = 0
@@ -135,7 +136,8 @@ class RowSplitCodec(Codec):
 
     @classmethod
     def encode_block(cls, geom: Geometry, x: np.ndarray, views: dict[str, np.ndarray], r0: int, r1: int,
-                     encoder: str, ctx: object, weights: np.ndarray | None = None) -> None:
+                     encoder: str, ctx: object, weights: np.ndarray | None = None,
+                     decoded: np.ndarray | None = None) -> None:
         k, kp, g = geom.extra["K"], geom.extra["Kp"], geom.extra["groups"]
         rows = r1 - r0
         if k == kp and x.dtype == np.float32:
@@ -157,6 +159,12 @@ class RowSplitCodec(Codec):
             s16, v = scale_search.mse(x3, m, hi, lo, cls.search_vmin(), cls.vmax, signed, cls.mse_factors)
         else:
             s16, v = scale_search.absmax(x3, m, cls.vmin, cls.vmax, signed)
+        if decoded is not None:  # decode_block's product, code value × multiplier in float32 (a zero may be -0.0)
+            if k == kp:
+                np.multiply(v, s16.astype(np.float32)[:, :, None], out=decoded.reshape(rows, g, cls.group))
+            else:
+                full = np.multiply(v, s16.astype(np.float32)[:, :, None], out=scratch("product", v.shape, np.float32))
+                decoded[...] = full.reshape(rows, kp)[:, :k]
         if cls.offset_codes:
             v += 1
         p = scratch("patterns", (rows, kp), np.int8)
