@@ -48,7 +48,7 @@ import numpy as np
 from converters.errors import ConversionError
 from converters.mapping.overrides import bank_match
 from converters.mapping.recipes import EXACT
-from converters.pipeline.prequantized import quantized_weight
+from converters.pipeline.prequantized import keep_piece, quantized_weight
 from ninfer_core import codecs
 from ninfer_core.container.object_data import Placed
 
@@ -108,7 +108,7 @@ def _exact_pieces(planner, oid: str, members: list, rows: int, *, keep: bool = F
     forms = {}
     pieces = []
     for i, p in enumerate(members):
-        fmt, piece = planner.keep_piece(p) if keep else planner.exact_piece(p)
+        fmt, piece = keep_piece(planner, p) if keep else planner.exact_piece(p)
         if piece.deferred_columns is not None:
             raise ConversionError(f"bank {oid}: {p.name} would keep its columns in source order (input_columns); "
                                   "an expert bank has one use per expert and no column permutation",

@@ -125,7 +125,7 @@ class _Planner:
             for scope, members in buckets.items():
                 if {p.role for p in members} != set(spec.members):
                     continue
-                if not self.keeps_group(spec, members):
+                if not PQ.keeps_group(self, spec, members):
                     continue
                 members.sort(key=lambda p: spec.members.index(p.role))  # stable: mapping order within a role
                 taken.update(p.name for p in members)
@@ -143,30 +143,6 @@ class _Planner:
             elif p.name not in taken:
                 out.append(self.single_object(p))
         return out
-
-    def keeps_group(self, spec: GroupSpec, members: list[BoundParameter]) -> bool:
-        """Under ``prequantized: keep`` a group forms only when it keeps every prequantized member as it is
-        (its format one of the member's exact targets); otherwise they are objects of their own."""
-        if self.recipe.prequantized != "keep":
-            return True
-        return all(PQ.why_not_kept(qw, p.source.chain, spec.format) is None for p in members
-                   if (qw := PQ.quantized_weight(self.sources, p.source)) is not None)
-
-    def keep_piece(self, p: BoundParameter) -> tuple[str, Piece] | None:
-        """``prequantized: keep``: ``p``'s own quantized form (the first exact target that is not a float widening),
-        else the recipe's ``prequantized_fallback`` requantized (noted); None when ``p`` is not prequantized."""
-        qw = PQ.quantized_weight(self.sources, p.source)
-        if qw is None:
-            return None
-        fmt = PQ.first_kept(p, qw, widen=False)
-        if fmt is not None:
-            return fmt, PQ.kept_piece(p, qw, fmt, 0)
-        fmt = self.recipe.fallback_for(qw.kind) or self.role(p).format
-        if fmt == EXACT:
-            return self.exact_piece(p)
-        self.notes.append(f"{p.name}: {qw.kind} has no quantized exact form for {list(p.shape)} (exact targets: "
-                          f"{', '.join(qw.exact_targets()) or 'none'}): requantized into {fmt}")
-        return fmt, PQ.requantized_piece(p, qw, 0)
 
     def role(self, p: BoundParameter) -> RoleSpec:
         try:
@@ -247,7 +223,7 @@ class _Planner:
     def single_object(self, p: BoundParameter) -> PlannedTensor:
         spec = self.role(p)
         notes: list[str] = []
-        kept = self.keep_piece(p) if self.recipe.prequantized == "keep" else None
+        kept = PQ.keep_piece(self, p) if self.recipe.prequantized == "keep" else None
         if kept is not None:
             fmt, piece = kept
             divisors = 1
@@ -478,7 +454,7 @@ class _Planner:
             if piece.deferred_columns is not None:
                 aux["input_columns"] = self.columns_binding(piece.deferred_columns, p.component)
             if spec.activation_input_divisor == SOURCE:
-                self.source_divisor(p, use, aux)
+                PQ.bind_input_scale(self, p, use, aux)
             elif spec.activation_input_divisor is not None:
                 aux["activation_input_divisor"] = self.divisor_binding(spec.activation_input_divisor, p.component)
             if aux:
@@ -488,20 +464,6 @@ class _Planner:
             self.notes.append(f"{self.without_input_scale} use(s) whose role binds activation_input_divisor: source "
                               "have no static input scale in the source: they keep the recipe's activation policy")
         self.finish_literals()
-
-    def source_divisor(self, p: BoundParameter, use: dict, aux: dict) -> None:
-        """``activation_input_divisor: source``: the use binds the source's static input scale (as v3's divisor,
-        docs/prequantized.md) and allows the activation width the source was calibrated for — AllowA4 for an
-        NVFP4 source, AllowA8 for FP8; a parameter without one keeps the recipe's policy (noted once)."""
-        source = p.source if p.source is not None else self.bound.parameter(p.tied_to).source
-        qw = PQ.quantized_weight(self.sources, source)
-        value = qw.activation_divisor if qw is not None else None
-        if value is None:
-            self.without_input_scale += 1
-            return
-        aux["activation_input_divisor"] = self.divisor_binding(value, p.component,
-                                                               "activation divisors (the source's static input scales)")
-        use["activation_policy"] = "AllowA4" if "NVFP4" in qw.kind else "AllowA8"
 
     def source_signs_binding(self, width: int, tensor: str) -> dict:
         """The slice of the source's sign table for ``width`` (all widths are emitted, in metadata order)."""

@@ -19,6 +19,7 @@ import dataclasses
 
 import numpy as np
 
+from converters.mapping.recipes import EXACT
 from converters.pipeline.planned import Piece
 from ninfer_core import codecs
 from ninfer_core.errors import EncodingError
@@ -29,7 +30,7 @@ SCHEME_FIELDS = ("kind", "convention", "group", "symmetric", "library_dtype", "w
 
 def quantized_weight(sources: dict, source) -> object | None:
     """The ``QuantizedWeight`` behind bound source ``source`` (None for an ordinary tensor or a stack)."""
-    if source is None or len(getattr(source, "tensors", (source.tensor,))) > 1:
+    if source is None or len(source.tensors) > 1 or source.transposed:  # stacked or transposed: not its codes
         return None
     read = getattr(sources[source.input], "quantized", None)
     return read(source.tensor) if read is not None else None
@@ -164,3 +165,48 @@ def object_record(pieces) -> dict:
     if ulps:
         out["max_ulp"] = max(ulps)
     return out
+
+
+# -- the planner's hooks (converters/pipeline/plan.py's _Planner) ----------------------------------------------
+
+
+def keeps_group(planner, spec, members: list) -> bool:
+    """Under ``prequantized: keep`` a recipe group forms only when it keeps every prequantized member as it is
+    (its format one of the member's exact targets); otherwise they are objects of their own."""
+    if planner.recipe.prequantized != "keep":
+        return True
+    return all(why_not_kept(qw, p.source.chain, spec.format) is None for p in members
+               if (qw := quantized_weight(planner.sources, p.source)) is not None)
+
+
+def keep_piece(planner, p) -> tuple[str, Piece] | None:
+    """``prequantized: keep``: ``p``'s own quantized form (its first exact target that is not a float widening),
+    else the recipe's ``prequantized_fallback`` for its kind (or its role's format) requantized, noted; None
+    when ``p`` is not prequantized."""
+    qw = quantized_weight(planner.sources, p.source)
+    if qw is None:
+        return None
+    fmt = first_kept(p, qw, widen=False)
+    if fmt is not None:
+        return fmt, kept_piece(p, qw, fmt, 0)
+    fmt = planner.recipe.fallback_for(qw.kind) or planner.role(p).format
+    if fmt == EXACT:
+        return planner.exact_piece(p)
+    planner.notes.append(f"{p.name}: {qw.kind} has no quantized exact form for {list(p.shape)} (exact targets: "
+                         f"{', '.join(qw.exact_targets()) or 'none'}): requantized into {fmt}")
+    return fmt, requantized_piece(p, qw, 0)
+
+
+def bind_input_scale(planner, p, use: dict, aux: dict) -> None:
+    """``activation_input_divisor: source``: the use binds the source's static input scale (as v3's divisor,
+    docs/prequantized.md) and allows the activation width the source was calibrated for — AllowA4 for an
+    NVFP4 source, AllowA8 for FP8; a parameter without one keeps the recipe's policy (the plan counts them)."""
+    source = p.source if p.source is not None else planner.bound.parameter(p.tied_to).source
+    qw = quantized_weight(planner.sources, source)
+    value = qw.activation_divisor if qw is not None else None
+    if value is None:
+        planner.without_input_scale += 1
+        return
+    aux["activation_input_divisor"] = planner.divisor_binding(value, p.component,
+                                                              "activation divisors (the source's static input scales)")
+    use["activation_policy"] = "AllowA4" if "NVFP4" in qw.kind else "AllowA8"
