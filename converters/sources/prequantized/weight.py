@@ -92,7 +92,7 @@ class QuantizedWeight:
     # --- exact targets ----------------------------------------------------------------------------
     def exact_targets(self) -> dict[str, str]:
         """v3 formats in preference order → ``bit-exact`` / ``value-exact`` (docs/prequantized.md §Exactness
-        table); computed once from the configuration and the scales (never the codes)."""
+        table); computed once from the configuration and the scales (the codes only for INT8's −128)."""
         if self._targets is None:
             self._targets = targets.exact_targets(self)
         return dict(self._targets)
