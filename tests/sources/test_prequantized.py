@@ -213,3 +213,26 @@ def test_rounding_matches_ml_dtypes():
         assert np.array_equal(np.isnan(got), np.isnan(want))
         ok = ~np.isnan(want)
         assert np.array_equal(got[ok].view(np.uint32), want[ok].view(np.uint32)), name
+
+
+def test_ulp_bound_is_measured_where_the_rules_differ(tmp_path):
+    """ModelOpt dequantizing to float32 (a float32 model): its ``f32(c · f32(s · ws2))`` and v3's
+    ``f32(c · s) / f32(1 / ws2)`` differ in the last float32 bits. max_ulp states that bound (not 0), and every
+    element of the transcoded tensor is within it (docs/prequantized.md §Ulp distance)."""
+    import shutil
+
+    d = tmp_path / "mo-fp32"
+    shutil.copytree(ROOT / "modelopt-nvfp4", d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["torch_dtype"] = cfg["dtype"] = "float32"
+    (d / "config.json").write_text(json.dumps(cfg))
+    worst = 0
+    with open_hf_dir(d) as src:
+        for qw in src.quantized_weights.values():
+            assert qw.library_dtype == "float32"
+            n, k = qw.shape
+            got = codecs.decode("nvfp4", codecs.FORMATS["nvfp4"].layout, (n, k), qw.transcode("nvfp4", 0, n))
+            measured = ulp_distance(got, qw.dequantize(0, n), "float32")
+            assert measured <= qw.max_ulp("nvfp4")
+            worst = max(worst, qw.max_ulp("nvfp4"))
+    assert 1 <= worst <= 4

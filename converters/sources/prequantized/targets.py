@@ -23,7 +23,7 @@ from ninfer_core.codecs.base import fail
 from ninfer_core.codecs.bitpack import pack
 from ninfer_core.codecs.nvfp4 import swizzle
 
-from .numeric import E2M1, E4M3, OUT_DTYPES, ulp_distance
+from .numeric import E2M1, E4M3, OUT_DTYPES, as_f32, component_rows, ulp_distance
 
 SECTION = "docs/prequantized.md §Exactness table"
 ROW_SPLIT = {"q4_g64_fp16": (4, 64, -8, 7), "q5_g64_fp16": (5, 64, -16, 15), "q8_g32_fp16": (8, 32, -127, 127)}
@@ -42,8 +42,33 @@ def _fits(values: np.ndarray, dtype) -> bool:
     return bool(np.isfinite(back).all() and np.array_equal(back, v))
 
 
-def _scan_scales(qw, read, test) -> bool:
+def _scan(qw, read, test) -> bool:
     return all(test(read(a, b)) for a, b in _blocks(qw.shape[0]))
+
+
+def distinct_scales(qw) -> np.ndarray:
+    """The distinct values of ``qw``'s scale tensor (its stored dtype), read in row blocks once and kept: a
+    histogram of the bit patterns for 1- and 2-byte scales (one linear pass), sorted unique values otherwise."""
+    if qw._distinct is None:
+        t = qw.parts[qw.SCALES]
+        rows = t.shape[0] if t.shape else 1
+        seen, dtype = None, None
+        for a, b in _blocks(rows, max(1, (16 << 20) // max(1, t.elements // max(1, rows)))):
+            x = np.ascontiguousarray(component_rows(t, a, b)).reshape(-1)
+            dtype, word = x.dtype, x.view(f"u{x.dtype.itemsize}")
+            if x.dtype.itemsize <= 2:
+                h = np.bincount(word, minlength=1 << (8 * x.dtype.itemsize)) > 0
+                seen = h if seen is None else seen | h
+            else:
+                u = np.unique(word)
+                seen = u if seen is None else np.union1d(seen, u)
+        if seen is None:
+            qw._distinct = np.zeros(0, dtype=np.float32)
+        elif seen.dtype == bool:
+            qw._distinct = np.flatnonzero(seen).astype(f"u{dtype.itemsize}").view(dtype)
+        else:
+            qw._distinct = seen.astype(f"u{dtype.itemsize}").view(dtype)
+    return qw._distinct
 
 
 def exact_targets(qw) -> dict[str, str]:
@@ -54,15 +79,15 @@ def exact_targets(qw) -> dict[str, str]:
         ok_shape = n % 128 == 0 and k % 64 == 0
         d = qw.weight_divisor
         ok_div = d is not None and np.isfinite(np.float32(d)) and np.float32(d) > 0
-        if ok_shape and ok_div and _scan_scales(qw, qw.block_scales, lambda b: not ((b & 0x7F) == 0x7F).any()
-                                                and not (b & 0x80).any()):
+        b = distinct_scales(qw).view(np.uint8)
+        if ok_shape and ok_div and not ((b & 0x7F) == 0x7F).any() and not (b & 0x80).any():
             out["nvfp4"] = "bit-exact"
     elif qw.family == "fp8" and qw.block[1] == k:
         label = _fp8_row_label(qw)
         if label:
             out["fp8_e4m3fn_row_bf16"] = label
     elif qw.family == "int":
-        if _scan_scales(qw, qw.scales, lambda s: _fits(s, np.float16)):
+        if _fits(as_f32(distinct_scales(qw)), np.float16):
             sg = qw.group or k
             if qw.bits == 4:
                 if qw.symmetric and sg % 64 == 0:
@@ -82,13 +107,13 @@ def _fp8_row_label(qw) -> str | None:
         return "bit-exact"
     if qw.kind == "MO_FP8" and qw.library_dtype == "bfloat16":
         return "value-exact"  # ModelOpt rounds the scale to bfloat16 itself
-    if _scan_scales(qw, lambda a, b: qw.scale_grid(a, b), lambda s: _fits(s, ml_dtypes.bfloat16)):
+    if _fits(as_f32(distinct_scales(qw)), ml_dtypes.bfloat16):
         return "value-exact"
     return None
 
 
 def _no_code(qw, code: int) -> bool:
-    return _scan_scales(qw, qw.codes, lambda q: not (q == code).any())
+    return _scan(qw, qw.codes, lambda q: not (q == code).any())
 
 
 # --- transcoding -------------------------------------------------------------------------------------------
@@ -206,13 +231,13 @@ def ulp_bound(qw, fmt: str) -> int:
     if fmt in ("fp32", "bf16"):
         return 0
     if qw.family == "nvfp4":
-        u = _unique(qw, qw.block_scales)
+        u = distinct_scales(qw).view(np.uint8)
         s = E4M3[u][:, None]  # (U, 1)
         c = np.broadcast_to(E2M1, (len(u), 1, 16))
         v3 = np.divide(np.multiply(c, s[:, :, None], dtype=np.float32), np.float32(qw.weight_divisor), dtype=np.float32)
         return ulp_distance(v3, qw.rule(c, s), qw.library_dtype)
     if qw.family == "fp8":
-        u = _unique(qw, lambda a, b: qw.scale_grid(a, b))[:, None]
+        u = distinct_scales(qw)[:, None]
         codes = np.arange(256, dtype=np.uint8)
         codes = codes[(codes & 0x7F) != 0x7F]
         q = E4M3[codes][None, :]
@@ -220,21 +245,10 @@ def ulp_bound(qw, fmt: str) -> int:
         v3 = np.multiply(q, (words.astype(np.uint32) << 16).view(np.float32), dtype=np.float32)
         return ulp_distance(v3, qw.rule(np.broadcast_to(q, v3.shape), np.broadcast_to(u, v3.shape)), qw.library_dtype)
     bits, _, lo, hi = ROW_SPLIT[fmt]
-    u = _unique(qw, qw.scales)[:, None]
+    u = distinct_scales(qw)[:, None]
     vals = np.arange(max(lo, -255), min(hi, 255) + 1, dtype=np.float32)[None, :]
     v3 = np.multiply(vals, u.astype(np.float32).astype(np.float16).astype(np.float32), dtype=np.float32)
     return ulp_distance(v3, qw.rule(np.broadcast_to(vals, v3.shape), np.broadcast_to(u, v3.shape)), qw.library_dtype)
 
 
-def _unique(qw, read) -> np.ndarray:
-    """The distinct scale values (in their stored dtype) of the whole tensor, read in row blocks."""
-    seen, dtype = None, None
-    for a, b in _blocks(qw.shape[0]):
-        x = np.ascontiguousarray(read(a, b)).reshape(-1)
-        dtype = x.dtype
-        s = np.unique(x.view(f"u{x.dtype.itemsize}"))
-        seen = s if seen is None else np.unique(np.concatenate([seen, s]))
-    return seen.view(dtype) if seen is not None else np.zeros(0, dtype=np.float32)
-
-
-__all__ = ["OUT_DTYPES", "ROW_SPLIT", "exact_targets", "transcode", "ulp_bound"]
+__all__ = ["OUT_DTYPES", "ROW_SPLIT", "distinct_scales", "exact_targets", "transcode", "ulp_bound"]

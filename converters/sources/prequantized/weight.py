@@ -50,6 +50,7 @@ class QuantizedWeight:
     activation_divisor: float | None = None
     scheme: dict = field(default_factory=dict)
     _targets: dict | None = field(default=None, repr=False)
+    _distinct: Any = field(default=None, repr=False)  # the distinct scale values (targets.distinct_scales)
     _ulp: dict = field(default_factory=dict, repr=False)
 
     # --- described --------------------------------------------------------------------------------
