@@ -41,6 +41,7 @@ from converters import __version__
 from converters.errors import ConversionError
 from converters.mapping.recipes import Recipe, load_recipe
 from converters.model.engine import Model, open_model
+from converters.pipeline.expert_bank import bank_shares
 from converters.pipeline.importance import plan_importance
 from converters.pipeline.plan import make_plan
 from converters.pipeline.planned import Plan, PlannedLiteral, PlannedResource, PlannedTensor, needs_measure
@@ -66,6 +67,8 @@ DEFAULT_RECIPE = "groupwise-int"
 CONVERT_COMMAND = {"gguf": "gguf2ninfer", "hf": "st2ninfer"}
 #: encoded bytes of requantized objects kept from the measuring pass (so small objects are encoded once).
 MEASURE_CACHE_BYTES = 256 * 1024 * 1024
+#: an expert bank at least this large is written by several workers at once, in shares of experts
+SHARE_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -377,11 +380,26 @@ def plan_conversion(model: Model, recipe: Recipe, *, only_layer: int | None = No
     return plan
 
 
-def worker_pool(workers: int | None) -> ThreadPoolExecutor:
+def worker_count(workers: int | None) -> int:
+    """The worker threads of a conversion: ``workers``, or up to 4 (one per CPU)."""
     n = workers if workers is not None else min(4, os.cpu_count() or 1)
     if n < 1:
         raise ConversionError(f"--workers must be at least 1, got {n}", rule="workers")
-    return ThreadPoolExecutor(max_workers=n, thread_name_prefix="convert")
+    return n
+
+
+def worker_pool(workers: int | None) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=worker_count(workers), thread_name_prefix="convert")
+
+
+def write_shares(o, cache: dict, workers: int, placed: bool) -> list[tuple | None]:
+    """How object ``o`` is written: ``[None]`` by one task, or an expert bank of at least
+    :data:`SHARE_BYTES` in shares of consecutive experts written at once by up to ``workers`` tasks, when
+    the writer takes placed chunks (docs/io-speed.md §Write path)."""
+    if not placed or not getattr(o, "bank_rows", 0) or o.id in cache or o.bytes < SHARE_BYTES or workers < 2:
+        return [None]
+    shares = bank_shares(o, workers)
+    return shares if len(shares) > 1 else [None]
 
 
 def _measure(plan: Plan, objects: list, producer: Producer, result: Result, workers: int | None) -> dict[str, bytes]:
@@ -509,24 +527,29 @@ def _write(model: Model, plan: Plan, objects: list, producer: Producer, result: 
         writer.plan()
         writer.replace_provenance(provenance_of(model, plan, objects, result))
 
-        def data(o):
-            if o.id in cache:
+        def data(o, share):
+            if share is not None:  # some experts of a bank, placed (docs/io-speed.md §Write path)
+                yield from producer.stream(o, share=share)
+            elif o.id in cache:
                 yield cache.pop(o.id)
             elif isinstance(o, BorrowedObject):
                 yield from borrowed_chunks(o)
             else:  # unchanged bytes as file ranges (copied in the kernel), banks placed in one pass (docs/io-speed.md)
-                yield from producer.stream(o, file_ranges=True, placed=not artifact_id_from_content)
+                yield from producer.stream(o, file_ranges=True, placed=placed)
 
-        def one(o) -> None:
-            for chunk in data(o):
+        def one(o, share=None) -> None:
+            for chunk in data(o, share):
                 inner = chunk.data if isinstance(chunk, Placed) else chunk
                 n = len(inner) if isinstance(inner, bytes | FileRange) else memoryview(inner).nbytes
                 if progress is not None:
                     progress(o.id, n)
                 yield chunk
 
+        placed, n = not artifact_id_from_content, worker_count(workers)
+        tasks = [(o, share, len(shares)) for o in objects for shares in [write_shares(o, cache, n, placed)]
+                 for share in shares]
         with worker_pool(workers) as pool:
-            futures = [pool.submit(writer.write_object, o.id, one(o)) for o in objects]
+            futures = [pool.submit(writer.write_object, o.id, one(o, share), parts=parts) for o, share, parts in tasks]
             for f in futures:
                 f.result()
         writer.commit()

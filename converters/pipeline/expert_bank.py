@@ -164,20 +164,34 @@ def stream_bank(blocks: Callable[[object], Iterator], obj, stats, fresh_stats: C
         first = (held[-1] if held else first) + 1
 
 
-def place_bank(blocks: Callable[[object], Iterator], obj, stats) -> Iterator[Placed]:
+def place_bank(blocks: Callable[[object], Iterator], obj, stats, *, gaps: bool = True) -> Iterator[Placed]:
     """The bytes of bank ``obj`` in one pass over its experts, for a writer that takes chunks at any position
     (the in-process writer, docs/io-speed.md §Write path): every plane part of every row block is placed at
-    its offset as soon as it is made, so nothing is held and no plane needs a pass of its own."""
+    its offset as soon as it is made, so nothing is held and no plane needs a pass of its own. ``blocks``
+    may yield only some experts' blocks (a share, :func:`bank_shares`); ``gaps``: place the zero bytes
+    between planes too (exactly one share of a bank does)."""
     planes = codecs.planes(obj.format, obj.layout, obj.shape, obj.divisors)
     cursor = 0
     for p in planes:  # the zero bytes between planes
-        if p.offset > cursor:
+        if gaps and p.offset > cursor:
             yield Placed(cursor, np.zeros(p.offset - cursor, dtype=np.uint8))
         cursor = p.offset + p.size
     every = list(range(len(planes)))
     for block in blocks(stats):
         for _, (part, off) in _plane_parts(obj, block, every):
             yield Placed(off, part)
+
+
+def bank_shares(obj, parts: int) -> list[tuple]:
+    """Bank ``obj``'s pieces (one per expert, in row order) cut into at most ``parts`` runs of consecutive
+    experts, equal in count within one, so that several workers write one bank at once: with 3 banks on 2
+    workers no bank is left to one worker at the end (docs/io-speed.md §Write path). One share when the
+    bank cannot be cut: a format encoded whole with one divisor for the whole bank."""
+    pieces = tuple(obj.pieces)
+    whole = codecs.codec_traits(obj.format).whole_object and not (1 < obj.divisors == len(pieces))
+    n = 1 if whole else max(1, min(parts, len(pieces)))
+    cuts = [len(pieces) * i // n for i in range(n + 1)]
+    return [pieces[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
 
 
 def _plane_parts(obj, block, wanted: list[int]) -> Iterator[tuple[int, tuple[np.ndarray, int]]]:

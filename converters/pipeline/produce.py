@@ -174,12 +174,15 @@ class Producer:
     # -- whole objects -------------------------------------------------------------------------------
 
     def stream(self, obj, stats: ErrorStats | None = None, *, file_ranges: bool = False,
-               placed: bool = False) -> Iterator[bytes | np.ndarray | memoryview | FileRange | Placed]:
+               placed: bool = False, share: tuple[Piece, ...] | None = None,
+               ) -> Iterator[bytes | np.ndarray | memoryview | FileRange | Placed]:
         """The object's bytes in payload order (for ``ArtifactWriter.write_object``). ``file_ranges``: bytes
         stored exactly as a source file holds them come as :class:`FileRange` chunks, which the in-process
         writer copies in the kernel (:mod:`converters.pipeline.unchanged`). ``placed``: an expert bank comes
         in one pass as :class:`Placed` chunks (:func:`~converters.pipeline.expert_bank.place_bank`). ``stats``
-        accumulates the measured error of requantized rows; without it nothing is measured (nor decoded)."""
+        accumulates the measured error of requantized rows; without it nothing is measured (nor decoded).
+        ``share``: only these experts of a bank (one of :func:`~converters.pipeline.expert_bank.bank_shares`),
+        placed; the first share also places the zero bytes between the bank's planes."""
         if isinstance(obj, PlannedResource):
             yield obj.data
             return
@@ -188,7 +191,10 @@ class Producer:
             return
         # without stats nothing is measured: what was encoded is not decoded again
         if obj.bank_rows:  # expert banks are written plane-major, memory flat in the bank's size
-            if placed:
+            if share is not None:
+                yield from place_bank(lambda s: self.blocks(obj, s, pieces=share), obj, stats,
+                                      gaps=share[0] is obj.pieces[0])
+            elif placed:
                 yield from place_bank(lambda s: self.blocks(obj, s), obj, stats)
             else:
                 yield from stream_bank(lambda s: self.blocks(obj, s), obj, stats, lambda: None)
@@ -243,19 +249,24 @@ class Producer:
 
     # -- row blocks ---------------------------------------------------------------------------------
 
-    def blocks(self, obj: PlannedTensor, stats: ErrorStats | None, *, file_ranges: bool = False) -> Iterator[Block]:
+    def blocks(self, obj: PlannedTensor, stats: ErrorStats | None, *, file_ranges: bool = False,
+               pieces: tuple[Piece, ...] | None = None) -> Iterator[Block]:
         """The object's row blocks in row order (a piece stored unchanged as one block of file ranges when
-        ``file_ranges``)."""
+        ``file_ranges``); ``pieces``: only those pieces' blocks (a bank's share: pieces whose blocks do not
+        depend on the others', expert_bank.bank_shares)."""
         tail = obj.shape[1:]
         traits = codecs.codec_traits(obj.format)
         kept = any(pc.quantization is not None and pc.method == "transcode" for pc in obj.pieces)
         if traits.whole_object and not kept:
             if obj.divisors > 1 and obj.divisors == len(obj.pieces):
-                for pc in obj.pieces:  # one divisor per member: each member is encoded as its own object
+                for pc in pieces or obj.pieces:  # one divisor per member: each member encoded as its own object
                     values = self.values(pc, obj, 0, pc.rows)
                     weights = self.importance.weights(obj, pc) if self.importance is not None else None
                     yield self.encode_block(obj, pc.row_start, values, stats, weights=weights)
                 return
+            if pieces is not None and tuple(pieces) != tuple(obj.pieces):
+                raise ConversionError(f"{obj.id}: an object encoded whole with one divisor cannot be made in "
+                                      "shares", rule="plane_geometry")
             values = np.concatenate([self.values(pc, obj, 0, pc.rows) for pc in obj.pieces])
             yield self.encode_block(obj, 0, values, stats, divisors=obj.divisors, weights=self.stacked_weights(obj))
             return
@@ -263,7 +274,7 @@ class Producer:
         step = max(1, CHUNK_BYTES // (4 * width)) * axis0_rows(obj.shape)  # source rows, whole axis-0 rows
         if kept:  # whole row tiles (nvfp4's 128-row scale tiles) per block
             step = max(traits.row_tile, step // traits.row_tile * traits.row_tile)
-        for pc in obj.pieces:
+        for pc in pieces or obj.pieces:
             if pc.quantization is not None and pc.method == "transcode":
                 for a in range(0, pc.rows, step):
                     yield self.kept_block(obj, pc, a, min(pc.rows, a + step))

@@ -65,6 +65,15 @@ from ninfer_core.errors import SchemaError, WriterError
 
 log = logging.getLogger(__name__)
 
+
+class _Shares:
+    """An object written in ``parts`` shares (:meth:`ArtifactWriter.write_object`): how many have started and
+    finished, and the placed chunks of the finished ones."""
+
+    def __init__(self, parts: int) -> None:
+        self.parts, self.started, self.finished = parts, 0, 0
+        self.placed: list[tuple[int, int]] = []
+
 def artifact_id_bytes(value: bytes | str | uuid.UUID | None) -> bytes:
     """16 raw bytes from bytes, 32 hex characters or a UUID; a new UUID4 when None (§2.1)."""
     if value is None:
@@ -141,6 +150,7 @@ class ArtifactWriter:
         self._ids: set[str] = set()
         self._lock = threading.Lock()
         self._status: dict[str, str] = {}
+        self._shares: dict[str, _Shares] = {}
         self._records: dict[str, TensorObject | ResourceObject] = {}
         self._plan: FilePlan | None = None
         self._files: FileSetWriter | None = None
@@ -269,22 +279,31 @@ class ArtifactWriter:
 
     # ---- writing -----------------------------------------------------------------------------------
 
-    def write_object(self, object_id: str, data: ObjectData) -> None:
-        """Write all bytes of one object at its planned offset (any order, any thread)."""
+    def write_object(self, object_id: str, data: ObjectData, *, parts: int = 1) -> None:
+        """Write all bytes of one object at its planned offset (any order, any thread).
+
+        ``parts`` > 1: this call writes one of ``parts`` shares of the object, as :class:`Placed` chunks only;
+        the shares may be written at once from several threads (an expert bank split across workers,
+        docs/io-speed.md §Write path). The object is written when the last share returns, and every byte
+        of it must have been written exactly once across them. A share that fails leaves the object failed:
+        the artifact can only be aborted."""
         if self._plan is None:
             self.plan()
         rec = self._records.get(object_id)
         if rec is None:
             raise WriterError(f"object {object_id!r} was not declared", file=str(self.path), section="§11.4",
                               rule="object_unknown")
+        if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
+            raise WriterError(f"object {object_id!r}: parts must be a positive integer, got {parts!r}",
+                              file=str(self.path), section="§11.4", rule="object_data")
+        if parts > 1 and self.from_content:
+            raise WriterError(f"object {object_id!r}: shares written at once cannot be hashed in order for a "
+                              "content-derived ID", file=str(self.path), section="§11.4", rule="object_data")
         with self._lock:
             if self._state != "writing":
                 raise WriterError(f"cannot write in state {self._state}", file=str(self.path), section="§11.4",
                                   rule="writer_state")
-            if self._status[object_id] != "pending":
-                raise WriterError(f"object {object_id!r} is already {self._status[object_id]}", file=str(self.path),
-                                  section="§11.4", rule="object_written_twice")
-            self._status[object_id] = "writing"
+            share = self._start(object_id, parts)
         digest = hashlib.sha256() if self.from_content else None
         try:
             written, placed = 0, []
@@ -295,17 +314,50 @@ class ArtifactWriter:
                                           "content-derived ID", file=str(self.path), section="§11.4",
                                           rule="object_data")
                     placed.append((chunk.offset, self._put(object_id, rec, chunk.offset, chunk.data, None)))
+                elif share is not None:
+                    raise WriterError(f"object {object_id!r}: a share of an object written in {parts} parts takes "
+                                      "placed chunks only", file=str(self.path), section="§11.4", rule="object_data")
                 else:
                     written += self._put(object_id, rec, written, chunk, digest)
-            self._check_coverage(object_id, rec, written, placed)
+            if share is None:
+                self._check_coverage(object_id, rec, written, placed)
+            else:
+                with self._lock:
+                    share.placed.extend(placed)
+                    share.finished += 1
+                    last = share.finished == share.parts
+                if last:
+                    self._check_coverage(object_id, rec, 0, share.placed)
+                else:
+                    return
         except BaseException:
             with self._lock:
-                self._status[object_id] = "pending"
+                self._status[object_id] = "pending" if share is None else "failed"
             raise
         with self._lock:
             self._status[object_id] = "written"
             if digest is not None:
                 self._digests[object_id] = digest.digest()
+
+    def _start(self, object_id: str, parts: int) -> _Shares | None:
+        """Mark the object (or one more of its ``parts`` shares) as being written; under the lock."""
+        status = self._status[object_id]
+        if parts == 1:
+            if status != "pending":
+                raise WriterError(f"object {object_id!r} is already {status}", file=str(self.path),
+                                  section="§11.4", rule="object_written_twice")
+            self._status[object_id] = "writing"
+            return None
+        share = self._shares.get(object_id) if status == "writing" else None
+        if status == "pending":
+            share = self._shares[object_id] = _Shares(parts)
+            self._status[object_id] = "writing"
+        elif share is None or share.parts != parts or share.started == parts:
+            raise WriterError(f"object {object_id!r} is already {status}" + (
+                              f" in {share.parts} parts" if share is not None else ""), file=str(self.path),
+                              section="§11.4", rule="object_written_twice")
+        share.started += 1
+        return share
 
     def _put(self, object_id: str, rec: TensorObject | ResourceObject, at: int, chunk, digest) -> int:
         """Write one chunk at byte ``at`` of the object; returns its length. A :class:`FileRange` is copied in
