@@ -215,3 +215,24 @@ def test_components_split_across_shards(tmp_path):
         assert set(src.quantized_weights) == set(ref.quantized_weights)
         np.testing.assert_array_equal(src.array(f"{MOD}.weight"), ref.array(f"{MOD}.weight"))
         np.testing.assert_array_equal(qw.transcode("nvfp4", 0, 256), ref.quantized(f"{MOD}.weight").transcode("nvfp4", 0, 256))
+
+
+def _kv_scales(ts):
+    for r in ("k_scale", "v_scale"):
+        ts[f"model.layers.0.self_attn.{r}"] = ("F32", [], np.float32(0.1).tobytes())
+
+
+def test_kv_cache_scales_dropped_only_when_declared(tmp_path, capsys):
+    """KV-cache scales are dropped (and listed) when the configuration declares KV-cache quantization; without
+    that declaration they stay ordinary tensors, which no mapping consumes (a typed refusal)."""
+    kv = {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False, "symmetric": True}
+    d = variant(tmp_path / "a", "ct-nvfp4", tensors=_kv_scales,
+                config=lambda c: c["quantization_config"].update(kv_cache_scheme=kv))
+    with open_hf_dir(d) as src:
+        q = src.quantization.describe()
+        assert q["dropped"] == ["model.layers.0.self_attn.k_scale", "model.layers.0.self_attn.v_scale"]
+        assert not any(n.endswith(("k_scale", "v_scale")) for n in src.tensors)
+    assert main(["st2ninfer", str(d), str(tmp_path / "a" / "o.ninfer"), "--dry-run"]) == 0
+    d = variant(tmp_path / "b", "ct-nvfp4", tensors=_kv_scales)
+    assert main(["st2ninfer", str(d), str(tmp_path / "b" / "o.ninfer"), "--dry-run"]) != 0
+    assert "unconsumed_tensors" in capsys.readouterr().err

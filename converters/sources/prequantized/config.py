@@ -49,6 +49,8 @@ class QuantizationConfig:
     ignore: list[str] = field(default_factory=list)
     output_dtype: str = "bfloat16"  # the model dtype a library dequantizes to where the rule uses it
     notes: list[str] = field(default_factory=list)
+    kv_cache: bool = False  # KV-cache quantization declared: its scale tensors are dropped, listed in ``dropped``
+    dropped: list[str] = field(default_factory=list)
 
     def ignored(self, module: str) -> bool:
         return any(_matches(p, module, self.convention) for p in self.ignore)
@@ -72,7 +74,7 @@ class QuantizationConfig:
                              "symmetric": s.symmetric, "strategy": s.strategy,
                              "block": list(s.block) if s.block else None, "static_input": s.static_input}
                             for t, s in self.groups],
-                "ignore": list(self.ignore)}
+                "ignore": list(self.ignore), "dropped": list(self.dropped), "notes": list(self.notes)}
 
 
 def _exact(target: str, module: str) -> bool:
@@ -171,6 +173,7 @@ def _compressed_tensors(qc: dict, file: str) -> QuantizationConfig:
         groups.append((targets, _ct_scheme(g, g.get("format") or top_format, file, path)))
     cfg = QuantizationConfig("compressed-tensors", file, groups, _str_list(qc.get("ignore"), file, f"{base}.ignore"))
     if qc.get("kv_cache_scheme"):
+        cfg.kv_cache = True
         cfg.notes.append("kv_cache_scheme is set: KV-cache scales are not used (the artifact's cache is the runtime's)")
     return cfg
 
@@ -247,7 +250,12 @@ def _modelopt(qc: dict, hqc: dict | None, file: str, out: str) -> QuantizationCo
     scheme = Scheme(kind, format=algo, num_bits=4 if kind == "MO_NVFP4" else 8,
                     group=16 if kind == "MO_NVFP4" else None, strategy="tensor_group" if kind == "MO_NVFP4" else "tensor",
                     static_input=True, where=where)
-    return QuantizationConfig("modelopt", file, [(["Linear"], scheme)], ignore, out)
+    cfg = QuantizationConfig("modelopt", file, [(["Linear"], scheme)], ignore, out)
+    kv = (hqc or {}).get("quantization", {}).get("kv_cache_quant_algo") if isinstance(hqc, dict) else None
+    if kv or qc.get("kv_cache_scheme"):
+        cfg.kv_cache = True
+        cfg.notes.append("KV-cache quantization is set: its scales are not used (the artifact's cache is the runtime's)")
+    return cfg
 
 
 # --- Qwen block FP8 ---------------------------------------------------------------------------------------

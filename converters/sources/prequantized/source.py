@@ -20,6 +20,8 @@ SECTION = "docs/prequantized.md §Detection"
 MARKERS = {"compressed-tensors": ("weight_packed", "weight_scale"), "modelopt": ("weight_scale",),
            "fp8": ("weight_scale_inv",)}
 BUILDERS = {"compressed-tensors": compressed_tensors, "modelopt": modelopt, "fp8": fp8_block}
+#: KV-cache (and attention) quantization scales: dropped when the configuration declares KV-cache quantization
+KV_SCALES = ("k_scale", "v_scale", "q_scale")
 #: components that are never kept: their meaning changes the codes' order
 REFUSED = {"weight_g_idx": "actorder: group (g_idx) reorders the groups", "weight_zero_point_g_idx": "g_idx"}
 
@@ -64,6 +66,9 @@ def attach(ckpt) -> QuantizationConfig | None:
     order = {}
     for name, t in ckpt.tensors.items():
         qw = hidden.get(name)
+        if qw is None and cfg.kv_cache and name.rpartition(".")[2] in KV_SCALES:
+            cfg.dropped.append(name)  # docs/prequantized.md §Detection: KV-cache scales are not used
+            continue
         if qw is None:
             order[name] = t
             continue
