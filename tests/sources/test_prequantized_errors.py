@@ -236,3 +236,34 @@ def test_kv_cache_scales_dropped_only_when_declared(tmp_path, capsys):
     d = variant(tmp_path / "b", "ct-nvfp4", tensors=_kv_scales)
     assert main(["st2ninfer", str(d), str(tmp_path / "b" / "o.ninfer"), "--dry-run"]) != 0
     assert "unconsumed_tensors" in capsys.readouterr().err
+
+
+def test_int_quantized_reads_unpacked_int8(tmp_path):
+    """``int-quantized`` (llm-compressor's W8A8) stores the same int8 codes unpacked (``weight`` I8) and
+    dequantizes by the same rule as ``pack-quantized``: the W8A16 fixture rewritten that way gives the library's
+    recorded values bit for bit."""
+    ref = json.loads((ROOT / "ct-w8a16-channel" / "reference.json").read_text())
+
+    def edit(ts):
+        for name in [n for n in ts if n.endswith(".weight_packed")]:
+            module = name.rsplit(".", 1)[0]
+            _, (n, words), data = ts.pop(name)
+            u = np.frombuffer(data, dtype=np.uint8).reshape(n, words * 4)
+            ts[f"{module}.weight"] = ("I8", [n, words * 4], (u.astype(np.int16) - 128).astype(np.int8).tobytes())
+            ts.pop(f"{module}.weight_shape")
+
+    def cfg(c):
+        qc = c["quantization_config"]
+        qc["format"] = _group(c)["format"] = "int-quantized"
+
+    import hashlib
+
+    with open_hf_dir(variant(tmp_path, "ct-w8a16-channel", tensors=edit, config=cfg)) as src:
+        assert len(src.quantized_weights) == 7
+        for name, r in ref.items():
+            if name.startswith("_"):
+                continue
+            qw = src.quantized(name)
+            assert qw.kind == "CT_INT8" and qw.scheme["format"] == "int-quantized"
+            v = src.array(name)
+            assert hashlib.sha256(np.ascontiguousarray(v, dtype="<f4").tobytes()).hexdigest() == r["float32_sha256"]

@@ -18,7 +18,7 @@ import numpy as np
 
 from converters.errors import SourceFormatError
 
-from .families import FP8Weight, IntWeight, NVFP4Weight, read_shape_part, scalar
+from .families import FP8Weight, IntWeight, NVFP4Weight, check_part, read_shape_part, scalar
 from .numeric import ST_TO_OUT, component_rows, promote, round_to, torch_op
 
 SECTION = "docs/prequantized.md §compressed-tensors"
@@ -124,6 +124,8 @@ def build(module: str, parts: dict, scheme, cfg):
         if "input_scale" in parts:
             qw.activation_divisor = _inverse(scalar(parts["input_scale"], module, "input_scale"))
         return qw
+    if scheme.format == "int-quantized":
+        return _build_int8(module, name, parts, scheme, cfg)
     for role in ("weight_packed", "weight_scale", "weight_shape") + (() if scheme.symmetric else ("weight_zero_point",)):
         if role not in parts:
             raise _missing(module, role, first)
@@ -139,6 +141,50 @@ def build(module: str, parts: dict, scheme, cfg):
     qw.bits = scheme.num_bits
     qw.check(module)
     return qw
+
+
+def _build_int8(module: str, name: str, parts: dict, scheme, cfg):
+    """``int-quantized``: ``weight`` I8 ``[N, K]`` unpacked, ``weight_scale`` ``[N, K/G]`` / ``[N, 1]``,
+    ``weight_zero_point`` I8 ``[N, K/G]`` unpacked when asymmetric."""
+    first = next(iter(parts.values())).file
+    for role in ("weight", "weight_scale") + (() if scheme.symmetric else ("weight_zero_point",)):
+        if role not in parts:
+            raise _missing(module, role, first)
+    w = parts["weight"]
+    if len(w.shape) != 2:
+        raise SourceFormatError(f"{module}: weight has shape {list(w.shape)}, expected [N, K]", file=str(w.file),
+                                json_path=f"{w.name}.shape", rule="prequantized_component_shape", section=SECTION)
+    qw = CTIntUnpacked(name, scheme.kind, (int(w.shape[0]), int(w.shape[1])),
+                       _keep(parts, ("weight", "weight_scale", "weight_zero_point", "input_scale")),
+                       ST_TO_OUT.get(parts["weight_scale"].dtype, "float32"), group=scheme.group,
+                       symmetric=scheme.symmetric, scheme=_scheme(scheme, cfg))
+    qw.bits = 8
+    qw.check(module)
+    return qw
+
+
+class CTIntUnpacked(CTInt):
+    """``int-quantized`` INT8 (llm-compressor's W8A8): the same rule, codes and zero points stored as int8."""
+
+    CODES = "weight"
+
+    def codes(self, r0: int, r1: int) -> np.ndarray:
+        return np.asarray(component_rows(self.parts[self.CODES], r0, r1))
+
+    def zero_points(self, r0: int, r1: int) -> np.ndarray | None:
+        t = self.parts.get(self.ZEROS)
+        return None if t is None else np.asarray(component_rows(t, r0, r1)).reshape(r1 - r0, -1)
+
+    def check(self, module: str) -> None:
+        n, k = self.shape
+        if self.group is not None and k % self.group:
+            raise SourceFormatError(f"{module}: {k} input columns are not whole groups of {self.group}",
+                                    file=str(self.parts[self.CODES].file), json_path=self.parts[self.CODES].name,
+                                    rule="prequantized_group_shape", section=SECTION)
+        check_part(self.parts[self.CODES], ("I8",), (n, k), module, self.CODES)
+        check_part(self.parts[self.SCALES], ("F32", "BF16", "F16"), (n, self.groups), module, self.SCALES)
+        if self.ZEROS in self.parts:
+            check_part(self.parts[self.ZEROS], ("I8",), (n, self.groups), module, self.ZEROS)
 
 
 CTNVFP4_ROLES = ("weight_packed", "weight_scale", "weight_global_scale", "input_global_scale")

@@ -19,7 +19,7 @@ from pathlib import Path
 from converters.errors import SourceFormatError
 
 SECTION = "docs/prequantized.md §Detection"
-CT_FORMATS = ("nvfp4-pack-quantized", "float-quantized", "pack-quantized")
+CT_FORMATS = ("nvfp4-pack-quantized", "float-quantized", "pack-quantized", "int-quantized")
 MO_ALGOS = {"NVFP4": "MO_NVFP4", "FP8": "MO_FP8"}
 
 
@@ -216,17 +216,17 @@ def _ct_scheme(g: dict, fmt, file: str, path: str) -> Scheme:
             raise _err(file, f"{wp}.strategy", f"strategy {strategy!r} is not supported for float-quantized "
                        "(tensor, channel, block)", "prequantized_strategy")
         return Scheme(kind, **kw)
-    if typ != "int" or bits not in (4, 8):
-        raise _err(file, wp, f"pack-quantized needs 4- or 8-bit int weights (got num_bits {bits}, type {typ})",
-                   "prequantized_scheme")
+    if typ != "int" or bits not in ((8,) if fmt == "int-quantized" else (4, 8)):
+        raise _err(file, wp, f"{fmt} needs {'8' if fmt == 'int-quantized' else '4- or 8'}-bit int weights (got "
+                   f"num_bits {bits}, type {typ})", "prequantized_scheme")
     if strategy == "group":
         if type(gs) is not int or gs <= 0:
             raise _err(file, f"{wp}.group_size", f"{gs!r} is not a positive group size", "prequantized_scheme")
         return Scheme(f"CT_INT{bits}", group=gs, **kw)
     if strategy == "channel":
         return Scheme(f"CT_INT{bits}", **kw)
-    raise _err(file, f"{wp}.strategy", f"strategy {strategy!r} is not supported for pack-quantized (group, "
-               "channel)", "prequantized_strategy")
+    raise _err(file, f"{wp}.strategy", f"strategy {strategy!r} is not supported for {fmt} (group, channel)",
+               "prequantized_strategy")
 
 
 # --- ModelOpt ---------------------------------------------------------------------------------------------

@@ -83,9 +83,9 @@ def attach(ckpt) -> QuantizationConfig | None:
 
 
 def _plain_fp(cfg: QuantizationConfig, parts: dict) -> bool:
-    """A compressed-tensors module with only a float ``weight`` and a ``weight_scale`` is not one (FP8 stores
-    its codes as ``weight`` F8_E4M3)."""
+    """A compressed-tensors module with only a float ``weight`` and a ``weight_scale`` is not one (FP8 and
+    ``int-quantized`` store their codes as ``weight``, F8_E4M3 / I8)."""
     if cfg.convention != "compressed-tensors" or "weight_packed" in parts:
         return False
     w = parts.get("weight")
-    return w is None or w.dtype != "F8_E4M3"
+    return w is None or w.dtype not in ("F8_E4M3", "I8")
