@@ -123,6 +123,8 @@ def _group(cfg):
      "group_0.weights.strategy"),
     ("ct-w4a16-g128", lambda c: _group(c)["weights"].update(actorder="group"), "prequantized_actorder",
      "group_0.weights.actorder"),
+    ("ct-w4a16-g128", lambda c: _group(c)["weights"].update(actorder="dynamic"), "prequantized_actorder",
+     "group_0.weights.actorder"),
     ("ct-w4a16-g128", lambda c: _group(c)["weights"].update(num_bits=2), "prequantized_scheme", "group_0.weights"),
     ("ct-w4a16-g128", lambda c: _group(c)["weights"].update(dynamic=True), "prequantized_dynamic", "weights.dynamic"),
     ("ct-nvfp4", lambda c: c["quantization_config"].update(quantization_status="frozen"), "prequantized_status",

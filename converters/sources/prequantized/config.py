@@ -187,9 +187,9 @@ def _ct_scheme(g: dict, fmt, file: str, path: str) -> Scheme:
     bits, typ, strategy = w.get("num_bits"), w.get("type"), w.get("strategy")
     if w.get("dynamic") not in (False, None):
         raise _err(file, f"{wp}.dynamic", "dynamic weight quantization stores no scales", "prequantized_dynamic")
-    if w.get("actorder") == "group":
-        raise _err(file, f"{wp}.actorder", "actorder: group reorders the groups (g_idx); the codes cannot be kept "
-                   "in place", "prequantized_actorder")
+    if w.get("actorder") in ("group", "dynamic"):  # "dynamic" is compressed-tensors' alias of "group"
+        raise _err(file, f"{wp}.actorder", f"actorder: {w.get('actorder')} reorders the groups (g_idx); the codes "
+                   "cannot be kept in place", "prequantized_actorder")
     sym = w.get("symmetric", True)
     if not isinstance(sym, bool):
         raise _err(file, f"{wp}.symmetric", f"{sym!r} is not a boolean", "prequantized_config_type")
@@ -252,7 +252,7 @@ def _modelopt(qc: dict, hqc: dict | None, file: str, out: str) -> QuantizationCo
                     static_input=True, where=where)
     cfg = QuantizationConfig("modelopt", file, [(["Linear"], scheme)], ignore, out)
     kv = (hqc or {}).get("quantization", {}).get("kv_cache_quant_algo") if isinstance(hqc, dict) else None
-    if kv or qc.get("kv_cache_scheme"):
+    if kv or qc.get("kv_cache_scheme") or qc.get("kv_cache_quant_algo"):
         cfg.kv_cache = True
         cfg.notes.append("KV-cache quantization is set: its scales are not used (the artifact's cache is the runtime's)")
     return cfg
