@@ -8,7 +8,12 @@
 2. ``groupwise-int`` from a bf16 HF directory (1 GiB × ``scale`` of weights): requantization throughput
    (decode, transform, q4/q5/q8 encode, measured error) in source bytes per second, and its ratio to ``cp``.
 3. passthrough only: the same directory with ``exact`` (BF16 → ``bf16``, every byte copied unchanged, in
-   the kernel) against ``cp -r`` of the directory + ``sync``: target ≥ 0.9× (docs/io-speed.md §Benchmarks).
+   the kernel) against ``cp -r`` of the directory + ``sync`` of its files: target ≥ 0.9× (docs/io-speed.md
+   §Benchmarks).
+
+Every ratio to ``cp`` is the best of ``repeats`` interleaved runs of each side, ``sync`` and the page cache
+dropped before each (bench/timing.py); ``cp`` is followed by ``sync`` of the files it wrote (their
+``fsync``, as the converter ``fsync``s its own), not a machine-wide ``sync``.
 
 Each conversion runs in a child process so its peak RSS (``wait4`` rusage) is its own.
 """
@@ -24,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.timing import DEFAULT_REPEATS, interleaved, rounded
+from bench.timing import DEFAULT_REPEATS, cp_seconds, interleaved, rounded
 
 GIB = 1 << 30
 RSS_TARGET = 1.5 * GIB
@@ -76,12 +81,7 @@ def _drain(proc: subprocess.Popen) -> tuple[bytes, bytes]:
 
 def _cp_seconds(src: Path, dst: Path) -> float:
     os.sync()  # the generated input's dirty pages are not cp's to flush
-    started = time.perf_counter()
-    subprocess.run(["cp", str(src), str(dst)], check=True)
-    os.sync()
-    seconds = time.perf_counter() - started
-    dst.unlink()
-    return seconds
+    return cp_seconds(src, dst)
 
 
 def _size(path: Path) -> int:
@@ -156,17 +156,10 @@ def run(workdir: Path, scale: float = 1.0, repeats: int = DEFAULT_REPEATS, drop_
 def _passthrough(workdir: Path, hf: Path, hf_size: int, workers: str, repeats: int = DEFAULT_REPEATS,
                  drop_cache: bool = True) -> dict:
     """``exact`` from a bf16 directory (BF16 → bf16: every byte copied in the kernel, docs/io-speed.md
-    §Unchanged bytes) against ``cp -r`` of the directory + ``sync``; best of ``repeats`` interleaved."""
+    §Unchanged bytes) against ``cp -r`` of the directory + ``sync`` of its files; best of ``repeats``
+    interleaved."""
     copy, out = workdir / "copy-hf", workdir / "passthrough.ninfer"
     summary = {}
-
-    def cp() -> float:
-        started = time.perf_counter()
-        subprocess.run(["cp", "-r", str(hf), str(copy)], check=True)
-        os.sync()
-        seconds = time.perf_counter() - started
-        shutil.rmtree(copy)
-        return seconds
 
     def conversion() -> float:
         res, _, _ = _child([str(hf), str(out), "exact", workers])
@@ -174,7 +167,7 @@ def _passthrough(workdir: Path, hf: Path, hf_size: int, workers: str, repeats: i
         out.unlink()
         return res["seconds"]
 
-    runs, dropped = interleaved({"cp": cp, "convert": conversion}, repeats, drop_cache)
+    runs, dropped = interleaved({"cp": lambda: cp_seconds(hf, copy), "convert": conversion}, repeats, drop_cache)
     cp_s, conv_s = min(runs["cp"]), min(runs["convert"])
     ratio = cp_s / conv_s
     return {"name": "passthrough-only conversion (bf16 HF → exact) throughput vs cp", "value": round(ratio, 3),

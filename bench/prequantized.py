@@ -12,7 +12,7 @@ converter's own geometry: this measures speed, the tests measure values.
 At two sizes (1 GiB and 4 GiB of checkpoint × ``scale``) the checkpoint is converted with the ``exact``
 recipe, as ``convert st2ninfer --recipe exact`` does (codes and block scales copied into ``nvfp4``, the
 global scale the divisor), in a child process timed after its imports, interleaved with ``cp -r`` of the
-directory + ``sync``, best of ``repeats`` (bench/timing.py). Reported: throughput as a ratio to ``cp``
+directory + ``sync`` of its files, best of ``repeats`` (bench/timing.py). Reported: throughput as a ratio to ``cp``
 (target ≥ 0.6× at the larger size) and the child's peak RSS (``wait4``) at both sizes — the larger
 checkpoint must not need more memory than the smaller one (target: within 25 %, memory flat in model size).
 
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.timing import DEFAULT_REPEATS, interleaved, rounded
+from bench.timing import DEFAULT_REPEATS, cp_seconds, interleaved, rounded
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -201,21 +201,14 @@ def _convert(src: Path, out: Path, workers: int) -> tuple[dict, int]:
 
 
 def _measure(work: Path, nbytes: int, workers: int, repeats: int, drop_cache: bool) -> dict:
-    """Generate, convert interleaved with cp -r + sync; the numbers of one size (or why it did not run)."""
+    """Generate, convert interleaved with ``cp -r`` + ``sync`` of the copies; the numbers of one size (or why it
+    did not run)."""
     src, copy, out = work / f"nvfp4-{nbytes >> 20}M", work / "copy", work / "nvfp4.ninfer"
     t = time.perf_counter()
     cfg = write_checkpoint(src, nbytes)
     info = {"source_bytes": _size(src), "layers": cfg["num_hidden_layers"],
             "generate_seconds": round(time.perf_counter() - t, 1)}
     converted: list[tuple[dict, int]] = []
-
-    def cp() -> float:
-        started = time.perf_counter()
-        subprocess.run(["cp", "-r", str(src), str(copy)], check=True)
-        os.sync()
-        seconds = time.perf_counter() - started
-        shutil.rmtree(copy)
-        return seconds
 
     def conversion() -> float:
         res, rss = _convert(src, out, workers)
@@ -225,7 +218,8 @@ def _measure(work: Path, nbytes: int, workers: int, repeats: int, drop_cache: bo
         return res["seconds"]
 
     try:  # a refused conversion stops at its first run
-        runs, dropped = interleaved({"cp": cp, "convert": conversion}, repeats, drop_cache)
+        runs, dropped = interleaved({"cp": lambda: cp_seconds(src, copy), "convert": conversion}, repeats,
+                                    drop_cache)
     except RuntimeError as exc:
         info["not_run"] = str(exc)
         return info

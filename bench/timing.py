@@ -12,7 +12,11 @@ ratio's input; every run is kept for ``bench/results.json``.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 #: runs of each side when the area is not told otherwise (``python -m bench --repeats N``)
 DEFAULT_REPEATS = 3
@@ -46,6 +50,22 @@ def interleaved(sides: dict[str, Callable[[], float]], repeats: int = DEFAULT_RE
             dropped = settle(drop_cache) and dropped
             runs[name].append(side())
     return runs, dropped
+
+
+def cp_seconds(src: Path, dst: Path) -> float:
+    """``cp -r src dst`` and ``sync`` of every copied file (``fsync`` of each, as the converter ``fsync``s its
+    own files — not a machine-wide ``sync``, which would also flush whatever the other processes of a
+    shared machine wrote); the seconds of both, the copy removed afterwards."""
+    started = time.perf_counter()
+    subprocess.run(["cp", "-r", str(src), str(dst)], check=True)
+    files = [str(p) for p in dst.rglob("*") if p.is_file()] if dst.is_dir() else [str(dst)]
+    subprocess.run(["sync", *files], check=True)
+    seconds = time.perf_counter() - started
+    if dst.is_dir():
+        shutil.rmtree(dst)
+    else:
+        dst.unlink()
+    return seconds
 
 
 def rounded(runs: dict[str, list[float]], digits: int = 3) -> dict[str, list[float]]:
