@@ -18,7 +18,18 @@ import numpy as np
 
 from converters.errors import SourceFormatError
 
-from .families import FP8Weight, IntWeight, NVFP4Weight, check_part, read_shape_part, scalar
+from .families import (
+    FP8Weight,
+    IntWeight,
+    NVFP4Weight,
+    check_part,
+    inverse,
+    keep,
+    missing,
+    read_shape_part,
+    scalar,
+    scheme_record,
+)
 from .numeric import ST_TO_OUT, component_rows, promote, round_to, torch_op
 
 SECTION = "docs/prequantized.md §compressed-tensors"
@@ -81,11 +92,6 @@ class CTInt(IntWeight):
         return torch_op(values, scales, "mul", self.scale_dtype)
 
 
-def _missing(module: str, role: str, file) -> SourceFormatError:
-    return SourceFormatError(f"{module}: component {module}.{role} is missing", file=str(file),
-                             json_path=f"{module}.{role}", rule="prequantized_component_missing", section=SECTION)
-
-
 def build(module: str, parts: dict, scheme, cfg):
     """The :class:`~.weight.QuantizedWeight` of one compressed-tensors module (typed errors for anything
     truncated or inconsistent)."""
@@ -94,7 +100,7 @@ def build(module: str, parts: dict, scheme, cfg):
     if scheme.kind == "CT_NVFP4":
         for role in ("weight_packed", "weight_scale", "weight_global_scale"):
             if role not in parts:
-                raise _missing(module, role, first)
+                raise missing(module, role, first)
         p = parts["weight_packed"]
         if len(p.shape) != 2:
             raise SourceFormatError(f"{module}: weight_packed has shape {list(p.shape)}, expected [N, K/2]",
@@ -104,40 +110,40 @@ def build(module: str, parts: dict, scheme, cfg):
         CTNVFP4.check(module, parts, shape)
         g = scalar(parts["weight_global_scale"], module, "weight_global_scale")
         a = scalar(parts["input_global_scale"], module, "input_global_scale") if "input_global_scale" in parts else None
-        return CTNVFP4(name, "CT_NVFP4", shape, _keep(parts, CTNVFP4_ROLES), "bfloat16", group=16, weight_divisor=g,
-                       activation_divisor=a, scheme=_scheme(scheme, cfg))
+        return CTNVFP4(name, "CT_NVFP4", shape, keep(parts, CTNVFP4_ROLES), "bfloat16", group=16, weight_divisor=g,
+                       activation_divisor=a, scheme=scheme_record(scheme, cfg))
     if scheme.kind.startswith("CT_FP8"):
         for role in ("weight", "weight_scale"):
             if role not in parts:
-                raise _missing(module, role, first)
+                raise missing(module, role, first)
         w = parts["weight"]
         if len(w.shape) != 2:
             raise SourceFormatError(f"{module}: weight has shape {list(w.shape)}, expected [N, K]", file=str(w.file),
                                     json_path=f"{w.name}.shape", rule="prequantized_component_shape", section=SECTION)
         shape = (int(w.shape[0]), int(w.shape[1]))
         block = {"CT_FP8_TENSOR": shape, "CT_FP8_CHANNEL": (1, shape[1])}.get(scheme.kind, scheme.block)
-        qw = CTFP8(name, scheme.kind, shape, _keep(parts, ("weight", "weight_scale", "input_scale")),
+        qw = CTFP8(name, scheme.kind, shape, keep(parts, ("weight", "weight_scale", "input_scale")),
                    ST_TO_OUT.get(parts["weight_scale"].dtype, "float32"),
-                   group=block[1] if scheme.kind == "CT_FP8_BLOCK" else None, scheme=_scheme(scheme, cfg))
+                   group=block[1] if scheme.kind == "CT_FP8_BLOCK" else None, scheme=scheme_record(scheme, cfg))
         qw.block = block
         qw.check(module)
         if "input_scale" in parts:
-            qw.activation_divisor = _inverse(scalar(parts["input_scale"], module, "input_scale"))
+            qw.activation_divisor = inverse(scalar(parts["input_scale"], module, "input_scale"))
         return qw
     if scheme.format == "int-quantized":
         return _build_int8(module, name, parts, scheme, cfg)
     for role in ("weight_packed", "weight_scale", "weight_shape") + (() if scheme.symmetric else ("weight_zero_point",)):
         if role not in parts:
-            raise _missing(module, role, first)
+            raise missing(module, role, first)
     if scheme.symmetric and "weight_zero_point" in parts:
         z = parts["weight_zero_point"]
         raise SourceFormatError(f"{module}: weight_zero_point is present but the scheme is symmetric", file=str(z.file),
                                 json_path=z.name, rule="prequantized_component_unexpected", section=SECTION)
     shape = read_shape_part(parts["weight_shape"], module)
-    qw = CTInt(name, scheme.kind, shape, _keep(parts, ("weight_packed", "weight_scale", "weight_shape",
+    qw = CTInt(name, scheme.kind, shape, keep(parts, ("weight_packed", "weight_scale", "weight_shape",
                                                        "weight_zero_point")),
                ST_TO_OUT.get(parts["weight_scale"].dtype, "float32"), group=scheme.group, symmetric=scheme.symmetric,
-               scheme=_scheme(scheme, cfg))
+               scheme=scheme_record(scheme, cfg))
     qw.bits = scheme.num_bits
     qw.check(module)
     return qw
@@ -149,15 +155,15 @@ def _build_int8(module: str, name: str, parts: dict, scheme, cfg):
     first = next(iter(parts.values())).file
     for role in ("weight", "weight_scale") + (() if scheme.symmetric else ("weight_zero_point",)):
         if role not in parts:
-            raise _missing(module, role, first)
+            raise missing(module, role, first)
     w = parts["weight"]
     if len(w.shape) != 2:
         raise SourceFormatError(f"{module}: weight has shape {list(w.shape)}, expected [N, K]", file=str(w.file),
                                 json_path=f"{w.name}.shape", rule="prequantized_component_shape", section=SECTION)
     qw = CTIntUnpacked(name, scheme.kind, (int(w.shape[0]), int(w.shape[1])),
-                       _keep(parts, ("weight", "weight_scale", "weight_zero_point", "input_scale")),
+                       keep(parts, ("weight", "weight_scale", "weight_zero_point", "input_scale")),
                        ST_TO_OUT.get(parts["weight_scale"].dtype, "float32"), group=scheme.group,
-                       symmetric=scheme.symmetric, scheme=_scheme(scheme, cfg))
+                       symmetric=scheme.symmetric, scheme=scheme_record(scheme, cfg))
     qw.bits = 8
     qw.check(module)
     return qw
@@ -188,17 +194,3 @@ class CTIntUnpacked(CTInt):
 
 
 CTNVFP4_ROLES = ("weight_packed", "weight_scale", "weight_global_scale", "input_global_scale")
-
-
-def _keep(parts: dict, roles) -> dict:
-    return {r: parts[r] for r in roles if r in parts}
-
-
-def _inverse(v: float) -> float:
-    """``1 / v`` rounded once to float32 (the divisor convention of a multiplying scale)."""
-    return float(np.float32(1) / np.float32(v))
-
-
-def _scheme(scheme, cfg) -> dict:
-    return {"format": scheme.format, "num_bits": scheme.num_bits, "strategy": scheme.strategy,
-            "config": f"{cfg.file} {scheme.where}"}

@@ -18,7 +18,7 @@ import numpy as np
 from converters.errors import SourceFormatError
 from ninfer_core.codecs.bitpack import byte_table
 
-from .numeric import E2M1, E4M3, NP_DTYPES, component_rows
+from .numeric import E2M1, E4M3, component_rows
 from .weight import QuantizedWeight
 
 SECTION = "docs/prequantized.md §Component tensors"
@@ -224,4 +224,27 @@ def read_shape_part(t, module: str) -> tuple[int, int]:
     return int(v[0]), int(v[1])
 
 
-__all__ = ["NP_DTYPES", "FP8Weight", "IntWeight", "NVFP4Weight", "check_part", "read_shape_part", "scalar"]
+def missing(module: str, role: str, file, section: str = SECTION) -> SourceFormatError:
+    """The error for a component that is not in the files."""
+    return SourceFormatError(f"{module}: component {module}.{role} is missing", file=str(file),
+                             json_path=f"{module}.{role}", rule="prequantized_component_missing", section=section)
+
+
+def keep(parts: dict, roles) -> dict:
+    """The components of ``roles`` that are present."""
+    return {r: parts[r] for r in roles if r in parts}
+
+
+def inverse(v: float) -> float:
+    """``1 / v`` rounded once to float32 (the divisor convention of a multiplying scale)."""
+    return float(np.float32(1) / np.float32(v))
+
+
+def scheme_record(scheme, cfg) -> dict:
+    """What a weight keeps of its config group (format, bits, strategy, where it is declared)."""
+    return {"format": scheme.format, "num_bits": scheme.num_bits, "strategy": scheme.strategy,
+            "config": f"{cfg.file} {scheme.where}"}
+
+
+__all__ = ["FP8Weight", "IntWeight", "NVFP4Weight", "check_part", "inverse", "keep", "missing", "read_shape_part",
+           "scalar", "scheme_record"]

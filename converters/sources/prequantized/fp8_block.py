@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .compressed_tensors import _inverse, _keep, _missing, _scheme
-from .families import FP8Weight, check_part, scalar
+from .families import FP8Weight, check_part, inverse, keep, missing, scalar, scheme_record
 from .numeric import ST_TO_OUT, as_f32, round_to
 
 SECTION = "docs/prequantized.md §Block FP8"
@@ -36,7 +35,7 @@ def build(module: str, parts: dict, scheme, cfg):
     first = next(iter(parts.values())).file
     for role in ("weight", "weight_scale_inv"):
         if role not in parts:
-            raise _missing(module, role, first)
+            raise missing(module, role, first, SECTION)
     w = parts["weight"]
     check_part(w, ("F8_E4M3",), None, module, "weight")
     if len(w.shape) != 2:
@@ -45,10 +44,10 @@ def build(module: str, parts: dict, scheme, cfg):
     act = parts.get("input_scale") or parts.get("activation_scale")
     # transformers' output dtype: the scale's when it is a 16- or 32-bit float, else the model dtype
     out = ST_TO_OUT.get(parts["weight_scale_inv"].dtype, cfg.output_dtype)
-    qw = BlockFP8(f"{module}.weight", "FP8_BLOCK", shape, _keep(parts, COMPONENTS), out,
-                  group=scheme.block[1], scheme=_scheme(scheme, cfg))
+    qw = BlockFP8(f"{module}.weight", "FP8_BLOCK", shape, keep(parts, COMPONENTS), out,
+                  group=scheme.block[1], scheme=scheme_record(scheme, cfg))
     qw.block = scheme.block
     qw.check(module)
     if act is not None and scheme.static_input:
-        qw.activation_divisor = _inverse(scalar(act, module, act.name.rsplit(".", 1)[-1]))
+        qw.activation_divisor = inverse(scalar(act, module, act.name.rsplit(".", 1)[-1]))
     return qw

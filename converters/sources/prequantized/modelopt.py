@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .compressed_tensors import _inverse, _keep, _missing, _scheme
-from .families import FP8Weight, NVFP4Weight, check_part, scalar
+from .families import FP8Weight, NVFP4Weight, check_part, inverse, keep, missing, scalar, scheme_record
 from .numeric import E2M1, component_rows, round_to, torch_op
 
 SECTION = "docs/prequantized.md §ModelOpt"
@@ -61,9 +60,9 @@ def build(module: str, parts: dict, scheme, cfg):
     need = ("weight", "weight_scale") + (("weight_scale_2",) if scheme.kind == "MO_NVFP4" else ())
     for role in need:
         if role not in parts:
-            raise _missing(module, role, first)
+            raise missing(module, role, first, SECTION)
     w = parts["weight"]
-    a = _inverse(scalar(parts["input_scale"], module, "input_scale")) if "input_scale" in parts else None
+    a = inverse(scalar(parts["input_scale"], module, "input_scale")) if "input_scale" in parts else None
     if scheme.kind == "MO_NVFP4":
         check_part(w, ("U8",), None, module, "weight")
         if len(w.shape) != 2:
@@ -71,14 +70,14 @@ def build(module: str, parts: dict, scheme, cfg):
         shape = (int(w.shape[0]), int(w.shape[1]) * 2)
         MONVFP4.check(module, parts, shape)
         ws2 = scalar(parts["weight_scale_2"], module, "weight_scale_2")
-        return MONVFP4(name, "MO_NVFP4", shape, _keep(parts, COMPONENTS), cfg.output_dtype, group=16,
-                       weight_divisor=_inverse(ws2), activation_divisor=a, scheme=_scheme(scheme, cfg))
+        return MONVFP4(name, "MO_NVFP4", shape, keep(parts, COMPONENTS), cfg.output_dtype, group=16,
+                       weight_divisor=inverse(ws2), activation_divisor=a, scheme=scheme_record(scheme, cfg))
     check_part(w, ("F8_E4M3",), None, module, "weight")
     if len(w.shape) != 2:
         check_part(w, ("F8_E4M3",), ("N", "K"), module, "weight")
     shape = (int(w.shape[0]), int(w.shape[1]))
-    qw = MOFP8(name, "MO_FP8", shape, _keep(parts, ("weight", "weight_scale", "input_scale")), cfg.output_dtype,
-               activation_divisor=a, scheme=_scheme(scheme, cfg))
+    qw = MOFP8(name, "MO_FP8", shape, keep(parts, ("weight", "weight_scale", "input_scale")), cfg.output_dtype,
+               activation_divisor=a, scheme=scheme_record(scheme, cfg))
     qw.block = shape
     qw.check(module)
     scalar(parts["weight_scale"], module, "weight_scale")

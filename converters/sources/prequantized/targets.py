@@ -23,7 +23,7 @@ from ninfer_core.codecs.base import fail
 from ninfer_core.codecs.bitpack import pack
 from ninfer_core.codecs.nvfp4 import swizzle
 
-from .numeric import E2M1, E4M3, OUT_DTYPES, as_f32, component_rows, ulp_distance
+from .numeric import E2M1, E4M3, as_f32, component_rows, ulp_distance
 
 SECTION = "docs/prequantized.md §Exactness table"
 ROW_SPLIT = {"q4_g64_fp16": (4, 64, -8, 7), "q5_g64_fp16": (5, 64, -16, 15), "q8_g32_fp16": (8, 32, -127, 127)}
@@ -251,4 +251,4 @@ def ulp_bound(qw, fmt: str) -> int:
     return ulp_distance(v3, qw.rule(np.broadcast_to(vals, v3.shape), np.broadcast_to(u, v3.shape)), qw.library_dtype)
 
 
-__all__ = ["OUT_DTYPES", "ROW_SPLIT", "distinct_scales", "exact_targets", "transcode", "ulp_bound"]
+__all__ = ["ROW_SPLIT", "distinct_scales", "exact_targets", "transcode", "ulp_bound"]

@@ -29,7 +29,6 @@ from . import targets
 KINDS = ("CT_NVFP4", "MO_NVFP4", "CT_FP8_TENSOR", "CT_FP8_CHANNEL", "CT_FP8_BLOCK", "MO_FP8", "FP8_BLOCK",
          "CT_INT4", "CT_INT8")
 CONVENTIONS = {"CT": "compressed-tensors", "MO": "modelopt", "FP8": "fp8"}
-EXACTNESS = ("bit-exact", "value-exact")
 SECTION = "docs/prequantized.md §Exactness table"
 
 
