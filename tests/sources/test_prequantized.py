@@ -162,13 +162,16 @@ def test_dequantize_reads_only_the_rows_asked(fixture, monkeypatch):
         n = qw.shape[0]
         if n < 256:
             continue
-        calls.clear()
-        qw.dequantize(128, 192)
-        for name, shape, r0, r1 in calls:
-            if len(shape) < 2 or name.endswith("weight_zero_point"):
-                continue  # scalars; zero points packed 8 rows a word, read by word rows
-            per = 128 if name.endswith(("weight_scale", "weight_scale_inv")) and shape[0] < n else 1
-            assert r0 >= 128 // per and r1 <= -(-192 // per), (name, r0, r1)
+        targets = qw.exact_targets()  # computed once per weight (from the scales), before the reads measured
+        for fmt in [None, *targets]:
+            calls.clear()
+            qw.dequantize(128, 192) if fmt is None else qw.transcode(fmt, 128, 256)
+            assert calls
+            for name, shape, r0, r1 in calls:
+                if len(shape) < 2 or name.endswith("weight_zero_point"):
+                    continue  # scalars; zero points packed 8 rows a word, read by word rows
+                per = 128 if name.endswith(("weight_scale", "weight_scale_inv")) and shape[0] < n else 1
+                assert r0 >= 128 // per and r1 <= -(-256 // per), (name, r0, r1)
 
 
 def test_activation_divisors(fixture):
