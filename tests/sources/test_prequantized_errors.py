@@ -135,6 +135,10 @@ def _group(cfg):
      "quant_method"),
     ("ct-nvfp4", lambda c: c["quantization_config"].update(ignore=["lm_head", "re:.*o_proj"]),
      "prequantized_module_scheme", MOD),
+    ("ct-nvfp4", lambda c: c["quantization_config"].update(ignore=["lm_head", "re:(.*a+)+$"]),
+     "prequantized_config_pattern", "ignore[1]"),
+    ("ct-nvfp4", lambda c: c["quantization_config"].update(ignore=["re:lm_head("]), "prequantized_config_pattern",
+     "ignore[0]"),
 ])
 def test_unsupported_configuration(tmp_path, scheme, change, rule, field):
     refused(variant(tmp_path, scheme, config=change), rule, field)

@@ -21,6 +21,10 @@ from converters.errors import SourceFormatError
 SECTION = "docs/prequantized.md §Detection"
 CT_FORMATS = ("nvfp4-pack-quantized", "float-quantized", "pack-quantized", "int-quantized")
 MO_ALGOS = {"NVFP4": "MO_NVFP4", "FP8": "MO_FP8"}
+#: ``re:`` patterns are matched against every module name: a bounded length, and no quantified group holding a
+#: quantifier (``(a+)+``), so a hostile configuration cannot make matching take exponential time
+MAX_PATTERN = 1000
+NESTED_QUANTIFIER = re.compile(r"\([^()]*[*+?}][^()]*\)\s*[*+{]")
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,10 @@ def _str_list(value, file: str, path: str) -> list[str]:
         raise _err(file, path, "is not a list of strings", "prequantized_config_type")
     for i, v in enumerate(value):
         if v.startswith("re:"):
+            if len(v) > MAX_PATTERN or NESTED_QUANTIFIER.search(v):
+                raise _err(file, f"{path}[{i}]", f"pattern {v[:80]!r} is refused: longer than {MAX_PATTERN} characters "
+                           "or a repeated group that repeats inside (matching could take exponential time)",
+                           "prequantized_config_pattern")
             try:
                 re.compile(v[3:])
             except re.error as exc:
