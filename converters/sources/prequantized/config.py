@@ -219,7 +219,7 @@ def _ct_scheme(g: dict, fmt, file: str, path: str) -> Scheme:
             if not (isinstance(bs, list) and len(bs) == 2 and all(type(b) is int and b > 0 for b in bs)):
                 raise _err(file, f"{wp}.block_structure", f"{bs!r} is not [rows, columns]", "prequantized_scheme")
             return Scheme("CT_FP8_BLOCK", block=(bs[0], bs[1]), **kw)
-        kind = {"tensor": "CT_FP8_TENSOR", "channel": "CT_FP8_CHANNEL"}.get(strategy)
+        kind = {"tensor": "CT_FP8_TENSOR", "channel": "CT_FP8_CHANNEL"}.get(strategy) if isinstance(strategy, str) else None
         if kind is None:
             raise _err(file, f"{wp}.strategy", f"strategy {strategy!r} is not supported for float-quantized "
                        "(tensor, channel, block)", "prequantized_strategy")
@@ -251,7 +251,7 @@ def _modelopt(qc: dict, hqc: dict | None, file: str, out: str) -> QuantizationCo
         if algo == "NVFP4" and gs not in (None, 16):
             raise _err(file, "hf_quant_config.json $.quantization.group_size", f"NVFP4 group_size {gs!r} is not 16",
                        "prequantized_scheme")
-    kind = MO_ALGOS.get(algo)
+    kind = MO_ALGOS.get(algo) if isinstance(algo, str) else None
     if kind is None:
         raise _err(file, where, f"quant_algo {algo!r} is not supported (supported: {', '.join(MO_ALGOS)})",
                    "prequantized_quant_algo")

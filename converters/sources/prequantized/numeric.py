@@ -85,7 +85,8 @@ def torch_op(a: np.ndarray, b: np.ndarray, op: str, dtype: str) -> np.ndarray:
     ``dtype``, computed in float32, rounded once to ``dtype`` (a float32 op for float32). Returns the float32
     values."""
     fa, fb = round_to(as_f32(a), dtype), round_to(as_f32(b), dtype)
-    r = {"mul": np.multiply, "div": np.divide, "sub": np.subtract}[op](fa, fb, dtype=np.float32)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # IEEE results, as the libraries get
+        r = {"mul": np.multiply, "div": np.divide, "sub": np.subtract}[op](fa, fb, dtype=np.float32)
     return round_to(r, dtype)
 
 

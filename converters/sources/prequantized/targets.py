@@ -38,7 +38,8 @@ def _blocks(n: int, step: int = BLOCK_ROWS):
 def _fits(values: np.ndarray, dtype) -> bool:
     """Whether every value converts to ``dtype`` and back unchanged (finite)."""
     v = np.asarray(values, dtype=np.float32)
-    back = v.astype(dtype).astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):  # out of range: infinity, which does not fit
+        back = v.astype(dtype).astype(np.float32)
     return bool(np.isfinite(back).all() and np.array_equal(back, v))
 
 
