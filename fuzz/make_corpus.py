@@ -59,6 +59,64 @@ def _hf_seeds(d: Path) -> None:
     (d / "index-no-metadata.json").write_text(json.dumps({"weight_map": index["weight_map"]}))
 
 
+def _prequantized_seeds(d: Path) -> None:
+    """A tiny compressed-tensors checkpoint (NVFP4 q_proj, FP8-channel down_proj, INT4 g32 up_proj; written with
+    numpy in the layouts of docs/prequantized.md §Component tensors) and configs declaring it: mixed formats,
+    the same as ModelOpt (whose components it lacks), and as block FP8."""
+    import ml_dtypes
+
+    ck = d / "_checkpoint"
+    ck.mkdir()
+    rng = np.random.default_rng(0)
+    m = "model.layers.0."
+    e4m3 = lambda shape: rng.integers(0x30, 0x50, shape, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn)  # noqa: E731
+    tensors = {
+        f"{m}self_attn.q_proj.weight_packed": rng.integers(0, 256, (128, 32), dtype=np.uint8),
+        f"{m}self_attn.q_proj.weight_scale": e4m3((128, 4)),
+        f"{m}self_attn.q_proj.weight_global_scale": np.array([6816.0], dtype=np.float32),
+        f"{m}self_attn.q_proj.input_global_scale": np.array([552.0], dtype=np.float32),
+        f"{m}mlp.down_proj.weight": e4m3((128, 64)),
+        f"{m}mlp.down_proj.weight_scale": np.full((128, 1), 0.01, dtype=ml_dtypes.bfloat16),
+        f"{m}mlp.up_proj.weight_packed": rng.integers(-2**31, 2**31, (128, 8), dtype=np.int64).astype(np.int32),
+        f"{m}mlp.up_proj.weight_scale": np.full((128, 2), 0.02, dtype=ml_dtypes.bfloat16),
+        f"{m}mlp.up_proj.weight_shape": np.array([128, 64], dtype=np.int64),
+        "lm_head.weight": np.zeros((4, 64), dtype=ml_dtypes.bfloat16),
+    }
+    header, blobs, off = {}, [], 0
+    names = {"uint8": "U8", "float8_e4m3fn": "F8_E4M3", "float32": "F32", "bfloat16": "BF16", "int32": "I32",
+             "int64": "I64"}
+    for name, a in tensors.items():
+        raw = np.ascontiguousarray(a).tobytes()
+        header[name] = {"dtype": names[str(a.dtype)], "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    head = json.dumps(header).encode()
+    (ck / "model.safetensors").write_bytes(len(head).to_bytes(8, "little") + head + b"".join(blobs))
+    weights = {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "symmetric": True,
+               "dynamic": False}
+    groups = {
+        "group_0": {"targets": ["re:.*q_proj$"], "format": "nvfp4-pack-quantized", "weights": weights,
+                    "input_activations": {**weights, "dynamic": "local"}},
+        "group_1": {"targets": [f"{m}mlp.down_proj"], "format": "float-quantized",
+                    "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True,
+                                "dynamic": False}},
+        "group_2": {"targets": ["Linear"], "format": "pack-quantized",
+                    "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 32,
+                                "symmetric": True, "dynamic": False, "actorder": "weight"}},
+    }
+    base = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "torch_dtype": "bfloat16"}
+    ct = {**base, "quantization_config": {"quant_method": "compressed-tensors", "format": "mixed-precision",
+                                          "quantization_status": "compressed", "config_groups": groups,
+                                          "ignore": ["lm_head"], "kv_cache_scheme": None, "sparsity_config": {}}}
+    (ck / "config.json").write_text(json.dumps(ct))
+    (d / "compressed-tensors.json").write_text(json.dumps(ct))
+    (d / "modelopt.json").write_text(json.dumps({**base, "quantization_config": {
+        "quant_method": "modelopt", "quant_algo": "NVFP4", "ignore": ["lm_head"], "kv_cache_quant_algo": "FP8"}}))
+    (d / "fp8.json").write_text(json.dumps({**base, "quantization_config": {
+        "quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128],
+        "modules_to_not_convert": ["lm_head"]}}))
+
+
 def _artifact(path: Path, max_file_bytes: int | None = None) -> None:
     from ninfer_core import ArtifactWriter, Binding, Component, Use, codecs
 
@@ -138,7 +196,7 @@ def _bundle_seeds(d: Path, gguf_seed: Path) -> None:
 def main() -> None:
     shutil.rmtree(SEEDS, ignore_errors=True)
     dirs = {t: SEEDS / t for t in ("gguf", "safetensors", "hf_index", "ninfer_entry", "ninfer_part", "calbin",
-                                   "evidence", "imatrix", "evidence_bundle")}
+                                   "evidence", "imatrix", "evidence_bundle", "prequantized_config")}
     for d in dirs.values():
         d.mkdir(parents=True)
     _gguf_seeds(dirs["gguf"])
@@ -149,6 +207,7 @@ def main() -> None:
     _evidence_seeds(dirs["evidence"], dirs["gguf"] / "little.gguf")
     _imatrix_seeds(dirs["imatrix"])
     _bundle_seeds(dirs["evidence_bundle"], dirs["gguf"] / "little.gguf")
+    _prequantized_seeds(dirs["prequantized_config"])
     for f in sorted(SEEDS.rglob("*")):
         if f.is_file() and "/_" not in str(f.relative_to(SEEDS)):
             print(f"{f.relative_to(SEEDS)}  {f.stat().st_size} B")

@@ -167,9 +167,27 @@ def evidence_bundle(data: bytes, scratch: Path) -> str:
     return "accepted"
 
 
+def prequantized_config(data: bytes, scratch: Path) -> str:
+    """``config.json`` of a tiny prequantized checkpoint (the seed's tensors, docs/prequantized.md): detection,
+    then each quantized weight's exact targets, ulp bounds and first rows."""
+    from converters.sources import open_hf_dir
+
+    hf = scratch / "pq"
+    if not hf.exists():
+        shutil.copytree(SEEDS / "prequantized_config" / "_checkpoint", hf)
+    _file(hf, "config.json", data)
+    with open_hf_dir(hf) as src:
+        for qw in list(src.quantized_weights.values())[:8]:
+            for fmt in qw.exact_targets():
+                qw.max_ulp(fmt)
+            qw.dequantize(0, min(2, qw.shape[0]))
+    return "accepted"
+
+
 TARGETS: dict[str, Callable[[bytes, Path], str]] = {
     "gguf": gguf, "safetensors": safetensors, "hf_index": hf_index, "ninfer_entry": ninfer_entry,
     "ninfer_part": ninfer_part, "calbin_manifest": calbin_manifest, "calbin_metadata": calbin_metadata,
     "calbin_op_yaml": calbin_op_yaml, "evidence": evidence, "imatrix": imatrix, "evidence_bundle": evidence_bundle,
+    "prequantized_config": prequantized_config,
 }
 TYPED = (NinferError,)
