@@ -10,11 +10,12 @@ FP16 (65504): magnitudes beyond ``vmax * 65504`` are clipped, never turned into 
   ``s = amax / vmax`` (symmetric formats, ``s >= 0``), or, for q2 whose codes are ``-1..2``, the signed
   ``s = m / 2`` with ``m`` the element of largest magnitude (a negative ``m`` flips the code range).
   Codes are ``clip(rint(x / s), vmin, vmax)``.
-- ``mse``: per group, try the multipliers ``f * s_base`` for a grid of factors ``f`` (for q2 from both the
-  positive and the negative extreme), refit each by least squares for its codes
-  (``s* = Σ x·v / Σ v²``), re-round the codes, and keep the candidate with the lowest squared error.
-  The ``absmax`` result is one of the candidates, so ``mse`` is never worse per group. Given importance
-  weights (an imatrix, docs/imatrix.md §Weighted search) the refit and the choice use ``Σ w (x - s v)²``.
+- ``mse``: per group, code with the multipliers ``f * s_base`` for a grid of factors ``f`` (for q2 from both
+  the positive and the negative extreme) and score each by the error of the least-squares multiplier for
+  its codes (``Σ x² - (Σ x·v)² / Σ v²``); refit the best (``s* = Σ x·v / Σ v²``), re-round the codes, and
+  keep it where its squared error is below the ``absmax`` result's, so ``mse`` is never worse per group.
+  Given importance weights (an imatrix, docs/imatrix.md §Weighted search) the scores, the refit and the
+  choice use ``Σ w (x - s v)²``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import numpy as np
 from .base import scratch
 
 FP16_MAX = np.float32(65504.0)
+#: least-squares refits of the chosen multiplier in the ``mse`` search (a second one changed no measured error)
+REFITS = 1
 
 
 def to_fp16(s: np.ndarray) -> np.ndarray:
@@ -89,7 +92,13 @@ def _sse(x: np.ndarray, v: np.ndarray, s: np.ndarray, w: np.ndarray | None = Non
 def mse(x: np.ndarray, m: np.ndarray, hi: np.ndarray | None, lo: np.ndarray | None, vmin: int, vmax: int,
         signed: bool, factors: np.ndarray, w: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The ``mse`` search; with ``w`` (importance per element, broadcastable to ``x``: docs/imatrix.md
-    §Weighted search) every candidate is refit and judged by the weighted error ``Σ w (x - s v)²``."""
+    §Weighted search) every candidate is judged by the weighted error ``Σ w (x - s v)²``.
+
+    Each candidate multiplier ``f * s_base`` only chooses codes ``v``; it is scored by the error of its
+    least-squares multiplier for those codes, ``Σ w x² - (Σ w x v)² / Σ w v²`` (llama.cpp's
+    ``make_qx_quants``), which needs two products per candidate and no second coding. The best candidate's
+    multiplier is refit :data:`REFITS` times (``s* = Σ w x v / Σ w v²`` rounded to FP16, codes again) and
+    kept where its actual error is below the ``absmax`` result's: never worse than absmax per group."""
     best_s, v = absmax(x, m, vmin, vmax, signed)
     best_v = scratch("best_codes", x.shape, np.float32)
     np.copyto(best_v, v)
@@ -99,24 +108,38 @@ def mse(x: np.ndarray, m: np.ndarray, hi: np.ndarray | None, lo: np.ndarray | No
         bases = [np.maximum(hi, 0) / np.float32(vmax), np.minimum(lo, 0) / np.float32(vmax)]
     else:
         bases = [m / np.float32(vmax)]
+    score = np.full(m.shape, -np.inf, dtype=np.float32)
+    chosen = np.zeros(m.shape, dtype=np.float32)
     for base in bases:
         for f in factors:
-            codes_for(x, to_fp16(base * np.float32(f)).astype(np.float32), vmin, vmax, v)
-            num = np.einsum("rgk,rgk->rg", wx, v)
-            if w is None:
-                den = np.einsum("rgk,rgk->rg", v, v)
-            else:
-                den = np.einsum("rgk,rgk->rg", np.multiply(v, w, out=scratch("weighted", x.shape, np.float32)), v)
+            cand = to_fp16(base * np.float32(f)).astype(np.float32)
+            num, den = _products(x, wx, w, codes_for(x, cand, vmin, vmax, v))
             with np.errstate(divide="ignore", invalid="ignore"):
-                refit = np.where(den > 0, num / den, 0).astype(np.float32)
-            if not signed:
-                np.maximum(refit, 0, out=refit)
-            s16 = to_fp16(refit)
-            s32 = s16.astype(np.float32)
-            codes_for(x, s32, vmin, vmax, v)
-            e = _sse(x, v, s32, w)
-            better = e < best_e
-            best_e = np.where(better, e, best_e)
-            best_s = np.where(better, s16, best_s)
-            np.copyto(best_v, v, where=better[..., None])
+                sc = np.where((den > 0) & (signed | (num > 0)), num * num / den, np.float32(0))
+            better = sc > score
+            score = np.where(better, sc, score)
+            chosen = np.where(better, cand, chosen)
+    s32 = chosen
+    s16 = to_fp16(chosen)
+    for _ in range(REFITS):
+        num, den = _products(x, wx, w, codes_for(x, s32, vmin, vmax, v))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            refit = np.where(den > 0, num / den, 0).astype(np.float32)
+        if not signed:
+            np.maximum(refit, 0, out=refit)
+        s16 = to_fp16(refit)
+        s32 = s16.astype(np.float32)
+    codes_for(x, s32, vmin, vmax, v)
+    e = _sse(x, v, s32, w)
+    better = e < best_e
+    best_s = np.where(better, s16, best_s)
+    np.copyto(best_v, v, where=better[..., None])
     return best_s, best_v
+
+
+def _products(x: np.ndarray, wx: np.ndarray, w: np.ndarray | None, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per group ``Σ w x v`` and ``Σ w v²`` (``w`` = 1 when None)."""
+    num = np.einsum("rgk,rgk->rg", wx, v)
+    if w is None:
+        return num, np.einsum("rgk,rgk->rg", v, v)
+    return num, np.einsum("rgk,rgk->rg", np.multiply(v, w, out=scratch("weighted", x.shape, np.float32)), v)

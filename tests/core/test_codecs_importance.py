@@ -71,3 +71,21 @@ def test_float_formats_search_their_scales_by_weighted_error(fmt):
     assert err(weighted) < err(plain)
     assert not codecs.check(fmt, layout, x.shape, weighted)
     assert codecs.encode(fmt, layout, x) == plain  # without weights: the absmax bytes
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_mse_search_is_near_a_dense_search(weighted):
+    """The candidates scored by their least-squares multiplier (docs/imatrix.md §Requantization speed) find
+    nearly what trying 400 multipliers per group finds (codes -8..7, FP16 multipliers)."""
+    x, w = _case(k=256, n=16, seed=11)
+    w = w if weighted else np.ones_like(w)
+    data = codecs.encode("q4_g64_fp16", "row_split_k128_v1", x, encoder="mse", weights=w if weighted else None)
+    found = _werr("q4_g64_fp16", x, data, w)
+    x3, w3 = x.reshape(16, 4, 64), w.reshape(1, 4, 64)
+    amax = np.abs(x3).max(axis=-1)
+    best = np.full(amax.shape, np.inf)
+    for f in np.linspace(0.3, 1.3, 400):
+        s = (amax * f / 7).astype(np.float16).astype(np.float32)
+        v = np.clip(np.rint(x3 / s[..., None]), -8, 7)
+        best = np.minimum(best, (((x3 - v * s[..., None]) ** 2) * w3).sum(axis=-1))
+    assert found <= best.sum() * 1.03

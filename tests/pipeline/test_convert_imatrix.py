@@ -84,14 +84,29 @@ def test_weighted_error_falls_where_weights_were_used(made):
     assert better >= 3
 
 
-def test_dat_and_gguf_forms_give_the_same_bytes(made, tmp_path):
-    d, _ = made
+def test_dat_and_gguf_forms_give_the_same_weights(made, tmp_path):
+    """The forms store the mean square rounded differently (``in_sum2 / counts`` against ``values / ncall``),
+    so their importance agrees to float32 rounding, not bit for bit; the two conversions then agree but for
+    a multiplier that such a rounding moves across an FP16 rounding boundary in the search."""
+    d, entries = made
+    dat, gg = read_imatrix(d / "q3.dat"), read_imatrix(d / "q3.imatrix")
+    assert set(dat.entries) == set(gg.entries) == set(entries)
+    for name in entries:
+        np.testing.assert_allclose(dat.entries[name], gg.entries[name], rtol=1e-6)
     convert(d / "q3.gguf", tmp_path / "dat.ninfer", recipe="groupwise-int", artifact_id="0" * 32,
             imatrix=d / "q3.dat")
+    same = moved = 0
     with open_artifact(tmp_path / "dat.ninfer") as a, open_artifact(d / "weighted.ninfer") as b:
         for o in b.objects:
-            if o.kind == "tensor":
-                assert bytes(a.object_bytes(o.id)) == bytes(b.object_bytes(o.id)), o.id
+            if o.kind != "tensor":
+                continue
+            if bytes(a.object_bytes(o.id)) == bytes(b.object_bytes(o.id)):
+                same += 1
+                continue
+            moved += 1
+            x, y = a.object_array(o.id).astype(np.float64), b.object_array(o.id).astype(np.float64)
+            assert np.sqrt(((x - y) ** 2).mean()) <= 0.01 * np.sqrt((y ** 2).mean()), o.id
+    assert same >= 4 * moved
 
 
 def test_hf_source_finds_entries_by_gguf_name(made, tmp_path):
