@@ -26,8 +26,11 @@ from ninfer_core.codecs.nvfp4 import unswizzle
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "prequantized"
 SCHEMES = sorted(p.name for p in ROOT.iterdir() if (p / "reference.json").is_file()) if ROOT.is_dir() else []
 NATIVE = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32}
-#: the ulp bound docs/prequantized.md §Exactness table states for every fixture target
+#: the ulp bound docs/prequantized.md §Exactness table states for every fixture target: 0, except ModelOpt NVFP4 into
+#: nvfp4, where v3's code·s / f32(1 / weight_scale_2) and ModelOpt's code·f32(s · weight_scale_2) differ by 1 bf16
+#: ulp on some elements of some weights (modelopt-nvfp4-moe's expert 2 gate/up)
 STATED_ULP = 0
+STATED_ULP_MO_NVFP4 = 1
 
 
 def _sha(a: np.ndarray) -> str:
@@ -57,7 +60,10 @@ def test_virtual_tensors_replace_components(fixture):
         qw = src.quantized(name)
         for part in qw.parts.values():  # hidden (FP8's ``weight`` is replaced), reachable through the weight
             assert part.name not in src.tensors or src.tensors[part.name].basis == "prequantized"
-    assert src.quantized("lm_head.weight") is None and src.tensor("lm_head.weight").dtype == "BF16"
+    head = "lm_head.weight" if "lm_head.weight" in src.tensors else "model.embed_tokens.weight"  # tied: the table
+    if head not in src.tensors:
+        head = "model.language_model.embed_tokens.weight"  # Qwen3-VL's text model prefix
+    assert src.quantized(head) is None and src.tensor(head).dtype == "BF16"
     ignore = src.quantization.describe()["ignore"]
     assert "lm_head" in ignore or src.quantization.convention == "fp8"  # Qwen's FP8 configs list none
 
@@ -78,7 +84,9 @@ def test_dequantize_equals_the_library(fixture):
         # rows through the row reader (what the pipeline uses): the same values
         rows = TensorRows(src, name)
         np.testing.assert_array_equal(rows.floats(slice(3, 40)), v[3:40])
-        np.testing.assert_array_equal(rows.floats(np.array([9, 2, 2, 31])), v[[9, 2, 2, 31]])
+        assert qw.dequantize(v.shape[0], v.shape[0]).shape == (0, v.shape[1])  # an empty range reads nothing
+        ids = np.array([9, 2, 2, 31]) % v.shape[0]  # some weights have 2 rows (Qwen3.5's in_proj_a / b)
+        np.testing.assert_array_equal(rows.floats(ids), v[ids])
 
 
 def _source_codes(qw, r0, r1):
@@ -115,7 +123,8 @@ def test_exact_targets_keep_codes_and_scales(fixture):
             data = qw.transcode(fmt, 0, n)
             assert data.size == codecs.encoded_size(fmt, codecs.FORMATS[fmt].layout, (n, k))
             got = codecs.decode(fmt, codecs.FORMATS[fmt].layout, (n, k), data)
-            assert ulp_distance(got, lib, qw.library_dtype) <= qw.max_ulp(fmt) == STATED_ULP, (name, fmt)
+            stated = STATED_ULP_MO_NVFP4 if (qw.kind, fmt) == ("MO_NVFP4", "nvfp4") else STATED_ULP
+            assert ulp_distance(got, lib, qw.library_dtype) <= qw.max_ulp(fmt) <= stated, (name, fmt)
             assert codecs.check(fmt, codecs.FORMATS[fmt].layout, (n, k), data) == []
             if fmt in ("fp32", "bf16"):
                 continue

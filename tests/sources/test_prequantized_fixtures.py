@@ -124,7 +124,7 @@ def test_readme_lists_every_fixture_directory_and_sizes_stay_small():
     present = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
     assert present == sorted(TABLE) and len(TABLE) >= 14
     sizes = {name: sum(f.stat().st_size for f in (FIXTURES / name).iterdir()) for name in present}
-    assert max(sizes.values()) <= 1_600_000 and sum(sizes.values()) <= 15 * 2**20
+    assert max(sizes.values()) <= 1_600_000 and sum(sizes.values()) <= 24 * 2**20
     for name in present:
         for required in ("config.json", "model.safetensors", "reference.json", "tokenizer.json"):
             assert (FIXTURES / name / required).is_file(), f"{name}/{required}"
@@ -143,7 +143,8 @@ def test_reference_covers_every_quantized_module_and_follows_the_rule(name):
     tensors = components(directory)
     modules = quantized_modules(tensors)
     assert {k for k in reference if not k.startswith("_")} == {m + ".weight" for m in modules}
-    assert tensors["lm_head.weight"].dtype == NP["BF16"] and "lm_head" not in modules  # ignored: unquantized
+    if "lm_head.weight" in tensors:  # absent when tied to the embeddings (qwen2, qwen3vl bases)
+        assert tensors["lm_head.weight"].dtype == NP["BF16"] and "lm_head" not in modules  # ignored: unquantized
     for module in sorted(modules):
         entry = reference[module + ".weight"]
         values = library_values(directory, tensors, module)

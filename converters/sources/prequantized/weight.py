@@ -77,6 +77,8 @@ class QuantizedWeight:
     def dequantize(self, r0: int, r1: int) -> np.ndarray:
         """float32 ``[r1 - r0, K]``: the library's output (in ``library_dtype``) widened to float32."""
         r0, r1 = self._rows(r0, r1)
+        if r0 == r1:  # an empty row range (a row reader's slice past the end): nothing to read
+            return np.zeros((0, self.shape[1]), dtype=np.float32)
         return np.asarray(self._dequantize(r0, r1), dtype=np.float32).reshape(r1 - r0, self.shape[1])
 
     def _dequantize(self, r0: int, r1: int) -> np.ndarray:
