@@ -10,6 +10,7 @@ passes; provenance and the summary label each object.
 from __future__ import annotations
 
 import json
+import re
 
 import ml_dtypes
 import numpy as np
@@ -22,13 +23,14 @@ from ninfer_core import open_artifact
 from tests.support.prequantized import (
     FIXTURES,
     LIBRARY_DTYPES,
+    assembled,
     components,
-    decoded,
     library_bytes,
     located,
     object_bytes,
     schemes,
     sha256,
+    source_rows,
     weights,
 )
 
@@ -72,25 +74,30 @@ def test_values_equal_the_library_dequantization_and_verify_passes(converted, sc
     kept = 0
     with open_artifact(path) as art:
         for name, ref in refs.items():
-            _, _, _, rec = located(art, name)
-            got = decoded(art, name)
-            assert list(got.shape) == ref["shape"]
-            assert rec["exactness"] in LABELS and isinstance(rec["value_relation"], str)
-            scheme_rec = rec["source_quantization"]
-            first = scheme_rec[0] if isinstance(scheme_rec, list) else scheme_rec
-            assert first["library_dtype"] == ref["dtype"]
-            if rec["exactness"] == "requantized":
-                assert "max_ulp" not in rec and rec["measured_error"]["cosine"] > 0.99
+            # a fused projection (in_proj_qkv, a gated q_proj) feeds several parameters: put it back together
+            got, parts = assembled(art, name, ref["shape"][0])
+            assert list(got.shape) == ref["shape"] and not np.isnan(got).any(), name
+            kept_rows, n = np.zeros(got.shape[0], dtype=bool), 0
+            for rec, rows in parts:
+                assert rec["exactness"] in LABELS and isinstance(rec["value_relation"], str)
+                scheme_rec = rec["source_quantization"]
+                first = scheme_rec[0] if isinstance(scheme_rec, list) else scheme_rec
+                assert first["library_dtype"] == ref["dtype"]
+                if rec["exactness"] == "requantized":
+                    assert "max_ulp" not in rec and rec["measured_error"]["cosine"] > 0.99
+                    continue
+                kept_rows[rows], n = True, max(n, rec["max_ulp"])
+            if not kept_rows.any():
                 continue
             kept += 1
-            n = rec["max_ulp"]
-            if n == 0:  # the library's exact bytes (ModelOpt decodes the code -0 as +0.0: equal values)
+            if n == 0 and kept_rows.all():  # the library's exact bytes (ModelOpt decodes the code -0 as +0.0)
                 assert ref["sha256"] in (sha256(library_bytes(got, ref["dtype"])),
                                          sha256(library_bytes(got + np.float32(0), ref["dtype"]))), name
             idx = np.array([i for i, _ in ref["samples"]])
             want = np.array([v for _, v in ref["samples"]], dtype=np.float32)
-            dist = np.abs(ordinal(got.reshape(-1)[idx], ref["dtype"]) - ordinal(want, ref["dtype"]))
-            assert int(dist.max()) <= n, name
+            on = kept_rows[idx // got.shape[1]]  # samples in rows a kept piece holds
+            dist = np.abs(ordinal(got.reshape(-1)[idx[on]], ref["dtype"]) - ordinal(want[on], ref["dtype"]))
+            assert on.any() and int(dist.max()) <= n, name
     q = summary["prequantized"]
     assert sum(q["exactness"].values()) == q["objects"] and q["exactness"].get("bit-exact", 0) + q["exactness"].get(
         "value-exact", 0) >= (1 if kept else 0)
@@ -123,24 +130,35 @@ def test_nvfp4_codes_block_scales_and_divisors_are_the_sources(converted, scheme
     path, _ = converted(scheme, recipe)
     comp = components(scheme)
     with open_artifact(path) as art:
-        for name in weights(scheme):
+        for name, ref in weights(scheme).items():
             module = name.removesuffix(".weight")
-            oid, r0, r1, rec = located(art, name)
-            o = art.object(oid)
-            assert o.format == "nvfp4" and rec["exactness"] == "bit-exact"
-            n, k = o.shape
-            data = np.frombuffer(object_bytes(art, oid), dtype=np.uint8)
-            codes, scales = data[:n * k // 2], data[n * k // 2:n * k // 2 + n * k // 16]
-            divisors = data[n * k // 2 + n * k // 16:].view("<f4")
-            packed = comp.get(f"{module}.weight_packed", comp.get(f"{module}.weight"))
-            assert codes[r0 * k // 2:r1 * k // 2].tobytes() == packed.tobytes()
-            member = tiled(comp[f"{module}.weight_scale"].view(np.uint8))
-            assert scales[r0 * k // 16:r1 * k // 16].tobytes() == member.tobytes()  # tiles of a whole member
-            d = divisors[r0 // (n // o.divisors)]
-            if f"{module}.weight_global_scale" in comp:  # compressed-tensors divides by its global scale
-                assert d == comp[f"{module}.weight_global_scale"].reshape(-1)[0]
-            else:  # ModelOpt multiplies by weight_scale_2
-                assert d == np.float32(1) / comp[f"{module}.weight_scale_2"].reshape(-1)[0].astype(np.float32)
+            pieces = [(oid, pc) for oid, rec in art.provenance["objects"].items() for pc in rec.get("pieces", [])
+                      if pc["source"] == name]
+            assert pieces, name
+            for oid, pc in pieces:
+                r0, r1 = pc["rows"]
+                rows = source_rows(pc.get("transforms", []), ref["shape"][0])  # a fused projection's part
+                o = art.object(oid)
+                if len(rows) % 128:  # not whole 128-row tiles (Qwen3.5's 2-row in_proj_a / b): no nvfp4 form
+                    assert o.format != "nvfp4", (name, oid)
+                    continue
+                assert o.format == "nvfp4" and art.provenance["objects"][oid]["exactness"] == "bit-exact", oid
+                n, k = o.shape
+                data = np.frombuffer(object_bytes(art, oid), dtype=np.uint8)
+                codes, scales = data[:n * k // 2], data[n * k // 2:n * k // 2 + n * k // 16]
+                divisors = data[n * k // 2 + n * k // 16:].view("<f4")
+                packed = comp.get(f"{module}.weight_packed", comp.get(f"{module}.weight"))
+                assert codes[r0 * k // 2:r1 * k // 2].tobytes() == packed[rows].tobytes()
+                member = tiled(comp[f"{module}.weight_scale"].view(np.uint8)[rows])
+                assert scales[r0 * k // 16:r1 * k // 16].tobytes() == member.tobytes()  # the piece's own tiles
+                _same_divisor(comp, module, divisors[r0 // (n // o.divisors)])
+
+
+def _same_divisor(comp: dict, module: str, d: np.float32) -> None:
+    if f"{module}.weight_global_scale" in comp:  # compressed-tensors divides by its global scale
+        assert d == comp[f"{module}.weight_global_scale"].reshape(-1)[0]
+    else:  # ModelOpt multiplies by weight_scale_2
+        assert d == np.float32(1) / comp[f"{module}.weight_scale_2"].reshape(-1)[0].astype(np.float32)
 
 
 FP8_ROW_SCHEMES = [s for s in SCHEMES if s in ("ct-fp8-channel", "ct-fp8-tensor", "modelopt-fp8")]
@@ -199,13 +217,25 @@ def _source_of(art, parameter: str) -> str:
     raise KeyError(parameter)
 
 
-def test_moe_expert_banks_keep_one_source_divisor_per_expert(converted):
-    comp = components("ct-nvfp4-moe")
+#: NVFP4 checkpoints of every MoE architecture (Qwen3-MoE by llm-compressor and ModelOpt, Qwen3.5-MoE, Qwen3-Next,
+#: Qwen3-VL-MoE): each library wrote the experts per module (tests/fixtures/prequantized/README.md §Expert layout)
+NVFP4_MOE_SCHEMES = [s for s in NVFP4_SCHEMES if s.endswith(("moe", "qwen3next"))]
+
+
+def test_every_moe_architecture_has_an_nvfp4_fixture():
+    assert {"ct-nvfp4-moe", "modelopt-nvfp4-moe", "ct-nvfp4-qwen35moe", "ct-nvfp4-qwen3next",
+            "ct-nvfp4-qwen3vlmoe"} <= set(NVFP4_MOE_SCHEMES)
+
+
+@pytest.mark.parametrize("scheme", NVFP4_MOE_SCHEMES)
+def test_moe_expert_banks_keep_one_source_divisor_per_expert(converted, scheme):
+    comp = components(scheme)
+    layers = {int(re.search(r"layers\.(\d+)\.mlp\.experts\.", n).group(1)) for n in weights(scheme) if ".experts." in n}
     for recipe in RECIPES:
-        path, _ = converted("ct-nvfp4-moe", recipe)
+        path, _ = converted(scheme, recipe)
         with open_artifact(path) as art:
             banks = [o for o in art.objects if o.kind == "tensor" and "/moe/experts/" in o.id and o.format == "nvfp4"]
-            assert len(banks) == 3, [o.id for o in art.objects]
+            assert len(banks) == 3 * len(layers), [o.id for o in art.objects]
             for o in banks:
                 rec = art.provenance["objects"][o.id]
                 assert o.divisors == 4 and rec["exactness"] == "bit-exact" and len(rec["pieces"]) == 4
@@ -214,7 +244,31 @@ def test_moe_expert_banks_keep_one_source_divisor_per_expert(converted):
                 for e, pc in enumerate(rec["pieces"]):
                     module = pc["source"].removesuffix(".weight")
                     assert f".experts.{e}." in module
-                    assert divisors[e] == comp[f"{module}.weight_global_scale"].reshape(-1)[0]
+                    _same_divisor(comp, module, divisors[e])
+
+
+def test_block_fp8_moe_experts_are_kept_in_their_banks(converted):
+    """Qwen3-30B-A3B-FP8's per-expert layout: exact keeps every bank value-exact (bf16: the block grid has no row
+    form), except the one whose experts are a single 128-column block wide (down_proj, K = 128): its block scale
+    is constant along each row, so the codes and scales go into fp8_e4m3fn_row_bf16 bit for bit."""
+    path, summary = converted("qwen-fp8-block-moe", "exact")
+    comp = components("qwen-fp8-block-moe")
+    with open_artifact(path) as art:
+        banks = {o.id.rsplit("/", 1)[1]: o for o in art.objects if "/moe/experts/" in o.id}
+        assert set(banks) == {"gate", "up", "down"}
+        assert banks["gate"].format == banks["up"].format == "bf16" and banks["down"].format == "fp8_e4m3fn_row_bf16"
+        down = banks["down"]
+        n, k = down.shape
+        data = np.frombuffer(object_bytes(art, down.id), dtype=np.uint8)
+        rec = art.provenance["objects"][down.id]
+        assert rec["exactness"] == "bit-exact" and len(rec["pieces"]) == 4
+        for e, pc in enumerate(rec["pieces"]):
+            r0, r1 = pc["rows"]
+            assert data[r0 * k:r1 * k].tobytes() == comp[pc["source"]].view(np.uint8).tobytes()
+            grid = comp[pc["source"].removesuffix(".weight") + ".weight_scale_inv"]  # [N/128, 1]
+            row_scales = data[n * k + 2 * r0:n * k + 2 * r1].view(ml_dtypes.bfloat16)
+            assert np.array_equal(row_scales, np.repeat(grid[:, 0], 128)), e
+    assert summary["prequantized"]["exactness"] == {"value-exact": 6, "bit-exact": 1}
 
 
 def test_block_fp8_is_requantized_by_the_prequantized_recipe_and_kept_value_exact_by_exact(converted):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -71,6 +72,43 @@ def decoded(art, module_weight: str) -> np.ndarray:
     """The float32 values the artifact stores for the source tensor ``module_weight`` (its object rows)."""
     oid, r0, r1, _ = located(art, module_weight)
     return np.asarray(art.object_array(oid))[r0:r1]
+
+
+def source_rows(transforms: list[str], n: int) -> np.ndarray:
+    """The source rows a piece holds, in object order, from its row-selecting transforms (``row_slice``,
+    ``select_head_rows``: what the mappings apply to a fused projection's parts)."""
+    rows = np.arange(n)
+    for text in transforms:
+        name, _, args = text.partition("(")
+        kw = {k: int(v) for k, v in re.findall(r"(\w+)=(-?\d+)", args)}
+        if name == "row_slice":
+            rows = rows[kw["start"]:kw["stop"]]
+        elif name == "select_head_rows":
+            per_head = rows.reshape(kw["heads"], kw["stride"])[:, kw["offset"]:kw["offset"] + kw["count"]]
+            rows = per_head.reshape(-1)
+        else:
+            raise AssertionError(f"not a row selection: {text}")
+    return rows
+
+
+def assembled(art, module_weight: str, n: int) -> tuple[np.ndarray, list[tuple[dict, np.ndarray]]]:
+    """The source tensor ``module_weight`` (``n`` rows) put back together from every artifact piece made of it
+    (a fused projection feeds several parameters: ``in_proj_qkv`` → query | key | value, a gated ``q_proj`` →
+    query and gate per head), and ``(provenance record, source rows)`` of each piece; rows no piece holds are NaN."""
+    out, parts = None, []
+    for oid, rec in art.provenance["objects"].items():
+        for pc in rec.get("pieces", []):
+            if pc["source"] != module_weight:
+                continue
+            rows = source_rows(pc.get("transforms", []), n)
+            values = np.asarray(art.object_array(oid))[pc["rows"][0]:pc["rows"][1]]
+            if out is None:
+                out = np.full((n, values.shape[1]), np.nan, dtype=np.float32)
+            out[rows] = values
+            parts.append((rec, rows))
+    if out is None:
+        raise KeyError(module_weight)
+    return out, parts
 
 
 def library_bytes(values: np.ndarray, dtype: str) -> bytes:
