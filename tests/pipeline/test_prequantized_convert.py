@@ -218,13 +218,14 @@ def _source_of(art, parameter: str) -> str:
 
 
 #: NVFP4 checkpoints of every MoE architecture (Qwen3-MoE by llm-compressor and ModelOpt, Qwen3.5-MoE, Qwen3-Next,
-#: Qwen3-VL-MoE): each library wrote the experts per module (tests/fixtures/prequantized/README.md §Expert layout)
-NVFP4_MOE_SCHEMES = [s for s in NVFP4_SCHEMES if s.endswith(("moe", "qwen3next"))]
+#: Qwen3-VL-MoE): each library wrote the experts per module (tests/fixtures/prequantized/README.md §Expert layout);
+#: and ModelOpt's fused 3-D expert layout (docs/prequantized.md §Fused expert tensors)
+NVFP4_MOE_SCHEMES = [s for s in NVFP4_SCHEMES if s.endswith(("moe", "qwen3next", "moe-fused"))]
 
 
 def test_every_moe_architecture_has_an_nvfp4_fixture():
-    assert {"ct-nvfp4-moe", "modelopt-nvfp4-moe", "ct-nvfp4-qwen35moe", "ct-nvfp4-qwen3next",
-            "ct-nvfp4-qwen3vlmoe"} <= set(NVFP4_MOE_SCHEMES)
+    assert {"ct-nvfp4-moe", "modelopt-nvfp4-moe", "modelopt-nvfp4-moe-fused", "ct-nvfp4-qwen35moe",
+            "ct-nvfp4-qwen3next", "ct-nvfp4-qwen3vlmoe"} <= set(NVFP4_MOE_SCHEMES)
 
 
 @pytest.mark.parametrize("scheme", NVFP4_MOE_SCHEMES)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from converters.sources.safetensors import open_safetensors
+from tests.support.prequantized import expand_fused
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "prequantized"
 NP = {"F32": np.dtype("<f4"), "BF16": np.dtype(ml_dtypes.bfloat16), "F16": np.dtype("<f2"),
@@ -140,7 +141,7 @@ def test_reference_covers_every_quantized_module_and_follows_the_rule(name):
     directory = FIXTURES / name
     reference = json.loads((directory / "reference.json").read_text())
     assert reference["_library"]["version"] and reference["_rule"]
-    tensors = components(directory)
+    tensors = expand_fused(components(directory))  # ModelOpt's fused experts: the per-expert slices
     modules = quantized_modules(tensors)
     assert {k for k in reference if not k.startswith("_")} == {m + ".weight" for m in modules}
     if "lm_head.weight" in tensors:  # absent when tied to the embeddings (qwen2, qwen3vl bases)

@@ -40,7 +40,8 @@ def weights(scheme: str) -> dict[str, dict]:
 
 
 def components(scheme: str) -> dict[str, np.ndarray]:
-    """Every tensor of the fixture's ``model.safetensors``, parsed here (8-byte header length, JSON header)."""
+    """Every tensor of the fixture's ``model.safetensors``, parsed here (8-byte header length, JSON header), plus
+    the per-expert slices of fused expert tensors (:func:`expand_fused`)."""
     out = {}
     for f in sorted((FIXTURES / scheme).glob("*.safetensors")):
         data = f.read_bytes()
@@ -51,6 +52,29 @@ def components(scheme: str) -> dict[str, np.ndarray]:
                 continue
             a, b = t["data_offsets"]
             out[name] = np.frombuffer(data[8 + n + a:8 + n + b], dtype=NP[t["dtype"]]).reshape(t["shape"])
+    return expand_fused(out)
+
+
+def expand_fused(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``tensors`` plus, for ModelOpt's fused expert layout (``P.experts.gate_up_proj`` ``[E, 2I, H/2]`` with its
+    ``_weight_scale`` / ``_weight_scale_2`` / ``_input_scale``, ``P.experts.down_proj`` alike), the per-expert
+    components each expert's slice is: ``P.experts.{e}.gate_proj.*`` = rows ``[0, I)``, ``up_proj`` ``[I, 2I)``
+    (docs/prequantized.md §Fused expert tensors), sliced here with numpy, independently of the source layer."""
+    out = dict(tensors)
+    for name, codes in tensors.items():
+        block, _, proj = name.rpartition(".")
+        halves = {"gate_up_proj": ("gate_proj", "up_proj"), "down_proj": ("down_proj",)}.get(proj)
+        if halves is None or not block.endswith(".experts") or codes.ndim != 3:
+            continue
+        rows = codes.shape[1] // len(halves)
+        for e in range(codes.shape[0]):
+            for i, h in enumerate(halves):
+                module = f"{block}.{e}.{h}"
+                out[f"{module}.weight"] = codes[e, i * rows:(i + 1) * rows]
+                out[f"{module}.weight_scale"] = tensors[f"{name}_weight_scale"][e, i * rows:(i + 1) * rows]
+                for role in ("weight_scale_2", "input_scale"):
+                    if f"{name}_{role}" in tensors:
+                        out[f"{module}.{role}"] = tensors[f"{name}_{role}"][e]
     return out
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from converters.errors import SourceFormatError
 from converters.sources.base import SourceTensor
 
-from . import compressed_tensors, fp8_block, modelopt
+from . import compressed_tensors, fp8_block, fused_experts, modelopt
 from .config import QuantizationConfig, detect
 
 HF_QUANT_CONFIG = "hf_quant_config.json"
@@ -39,6 +39,7 @@ def attach(ckpt) -> QuantizationConfig | None:
     cfg = detect(ckpt.config, hqc, cfg_file)
     if cfg is None:
         return None
+    ckpt.tensors = fused_experts.split(ckpt.tensors, cfg.convention)  # docs/prequantized.md §Fused expert tensors
     comps = BUILDERS[cfg.convention].COMPONENTS
     markers = MARKERS[cfg.convention]
     modules: dict[str, dict[str, SourceTensor]] = {}
