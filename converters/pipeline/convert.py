@@ -7,20 +7,21 @@ Order of work (each step can fail before the next writes anything):
 2. open the source, normalise the config, bind the mappings (every tensor accounted for);
 3. plan every object from codec geometry (``plan.py``); apply the template (``template.py``);
 4. ``dry_run``: return the plan, write nothing;
-5. measure: requantized objects are encoded once to measure their error (kept in memory when small,
-   see :data:`MEASURE_CACHE_BYTES`), because the directory — provenance included — is written before
-   the payload;
+5. measure first only the expert banks the write splits into shares (their error must not depend on how
+   many workers share them): encoded once to measure, kept in memory when small (see
+   :data:`MEASURE_CACHE_BYTES`);
 6. write: declare the objects, plan the files (the measured errors' JSON space reserved, so the layout
-   never depends on measured values: :mod:`converters.scaleout.reservation`), put the measured
-   provenance in, produce every object on a worker pool at its planned offset
-   (``ArtifactWriter.write_object`` from any thread), commit (crash-safe, publish last).
+   never depends on measured values: :mod:`converters.scaleout.reservation`), produce every object on a
+   worker pool at its planned offset (``ArtifactWriter.write_object`` from any thread), every other
+   requantized object's error measured as it is written — encoded once (docs/imatrix.md §Requantization
+   speed) — then put the measured provenance in and commit (crash-safe, publish last).
 
 Reproducible output: with ``artifact_id`` or ``artifact_id_from_content`` the same inputs give
 byte-identical files for any ``workers``; :mod:`converters.scaleout` splits the same conversion into
 plan → encode → seal across processes or machines with identical output.
 
-Memory: workers × (one row block + the later planes of one object) plus the measure cache; inputs are
-mapped per row block (``rows.py``).
+Memory: workers × (one row block + the later planes of one object) plus the measure cache (banks written
+in shares only); inputs are mapped per row block (``rows.py``).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ log = logging.getLogger(__name__)
 DEFAULT_RECIPE = "groupwise-int"
 #: the command that converts each source kind (``expect_kind``).
 CONVERT_COMMAND = {"gguf": "gguf2ninfer", "hf": "st2ninfer"}
-#: encoded bytes of requantized objects kept from the measuring pass (so small objects are encoded once).
+#: encoded bytes of requantized banks kept from the measuring pass (so those are encoded once).
 MEASURE_CACHE_BYTES = 256 * 1024 * 1024
 #: an expert bank at least this large is written by several workers at once, in shares of experts
 SHARE_BYTES = 64 * 1024 * 1024
@@ -282,7 +283,7 @@ def convert(source, output, *, recipe: str | Path | None = None, template: str |
             on_plan(c.objects)
         if dry_run:
             return result
-        cache = _measure(c.plan, c.objects, c.producer, result, workers)
+        cache = _measure(c.plan, c.objects, c.producer, result, workers, placed=not artifact_id_from_content)
         result.proofs = prove_objects(c.objects, c.producer)
         writing = time.perf_counter()
         _write(c.model, c.plan, c.objects, c.producer, result, cache, max_file_bytes=max_file_bytes, workers=workers,
@@ -402,9 +403,15 @@ def write_shares(o, cache: dict, workers: int, placed: bool) -> list[tuple | Non
     return shares if len(shares) > 1 else [None]
 
 
-def _measure(plan: Plan, objects: list, producer: Producer, result: Result, workers: int | None) -> dict[str, bytes]:
-    """Encode the requantized objects once to measure their error; keep small ones' bytes."""
-    todo = [o for o in objects if needs_measure(o)]
+def _measure(plan: Plan, objects: list, producer: Producer, result: Result, workers: int | None, *,
+             placed: bool = True) -> dict[str, bytes]:
+    """Encode the requantized banks the write would split into shares once to measure their error (a
+    share's statistics would depend on the worker count); keep them when small (then they are written
+    whole). Every other object is measured while it is written (:func:`_write`)."""
+    n = worker_count(workers)
+    # write_shares' conditions before it cuts the bank (a bank it leaves whole is measured first all the same)
+    todo = [o for o in objects if needs_measure(o) and placed and getattr(o, "bank_rows", 0) and n >= 2
+            and o.bytes >= SHARE_BYTES]
     cache: dict[str, bytes] = {}
     budget = [MEASURE_CACHE_BYTES]
     lock = threading.Lock()
@@ -527,6 +534,8 @@ def _write(model: Model, plan: Plan, objects: list, producer: Producer, result: 
         writer.plan()
         writer.replace_provenance(provenance_of(model, plan, objects, result))
 
+        measured: dict[str, ErrorStats] = {}  # the errors measured while writing
+
         def data(o, share):
             if share is not None:  # some experts of a bank, placed (docs/io-speed.md §Write path)
                 yield from producer.stream(o, share=share)
@@ -535,7 +544,9 @@ def _write(model: Model, plan: Plan, objects: list, producer: Producer, result: 
             elif isinstance(o, BorrowedObject):
                 yield from borrowed_chunks(o)
             else:  # unchanged bytes as file ranges (copied in the kernel), banks placed in one pass (docs/io-speed.md)
-                yield from producer.stream(o, file_ranges=True, placed=placed)
+                stats = measured.setdefault(o.id, ErrorStats()) if needs_measure(o) and o.id not in result.errors \
+                    else None
+                yield from producer.stream(o, stats, file_ranges=True, placed=placed)
 
         def one(o, share=None) -> None:
             for chunk in data(o, share):
@@ -552,6 +563,9 @@ def _write(model: Model, plan: Plan, objects: list, producer: Producer, result: 
             futures = [pool.submit(writer.write_object, o.id, one(o, share), parts=parts) for o, share, parts in tasks]
             for f in futures:
                 f.result()
+        if measured:  # the reserved JSON space takes the errors measured while writing
+            result.errors.update((o.id, measured[o.id]) for o in objects if o.id in measured)
+            writer.replace_provenance(provenance_of(model, plan, objects, result))
         writer.commit()
     except BaseException:
         writer.abort()
