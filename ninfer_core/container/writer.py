@@ -25,7 +25,8 @@ Declare, plan, write, commit::
    a callable returning either (so encoding can run in the calling worker thread). A chunk may also be a
    :class:`~ninfer_core.container.filecopy.FileRange`: bytes stored exactly as a source file holds them,
    copied file to file in the kernel (docs/io-speed.md §Unchanged bytes). Objects may be
-   written in any order and from several threads at once.
+   written in any order and from several threads at once; one object may be written in ``parts`` shares
+   of placed chunks at once (docs/io-speed.md §Write path).
 4. :meth:`ArtifactWriter.commit` checks that every object was written completely and publishes (see
    :mod:`ninfer_core.container.fileset`). Same inputs and ``artifact_id`` give byte-identical files.
 
@@ -73,6 +74,7 @@ class _Shares:
     def __init__(self, parts: int) -> None:
         self.parts, self.started, self.finished = parts, 0, 0
         self.placed: list[tuple[int, int]] = []
+
 
 def artifact_id_bytes(value: bytes | str | uuid.UUID | None) -> bytes:
     """16 raw bytes from bytes, 32 hex characters or a UUID; a new UUID4 when None (§2.1)."""
