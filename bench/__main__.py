@@ -36,11 +36,13 @@ from rich.table import Table
 AREAS = ("codecs", "container", "directory", "inspect", "convert", "moe", "scaleout", "quality", "prequantized")
 ISSUES = {"container": 2, "codecs": 3, "inspect": 4, "convert": 5, "scaleout": 9, "moe": 10, "quality": 18,
           "prequantized": 16}
-#: per-area scale of a default run, measured on 2 cores (about 4.5 minutes in all; ``--scale 1``: every area
-#: full size, 18 GiB of MoE banks among them). ``prequantized`` runs full size (1 and 4 GiB NVFP4 checkpoints:
-#: memory flat in size needs two sizes, the cp ratio the larger). ``convert`` runs full size: its ≥ 4 GiB GGUF is the size the
-#: issue states its cp ratio for — a smaller file is copied from the page cache and the converter's fixed
-#: start-up (mappings, recipe) dominates. ``moe`` at 0.2 keeps each bank (1.2 GiB) above the memory limit.
+#: per-area scale of a default run, measured on 2 cores (about 10 minutes in all, most of it the cp ratios of
+#: convert, moe and prequantized: best of 3 interleaved runs of each side, ``--repeats``; ``--scale 1``: every
+#: area full size, 18 GiB of MoE banks among them). ``prequantized`` runs full size (1 and 4 GiB NVFP4
+#: checkpoints: memory flat in size needs two sizes, the cp ratio the larger). ``convert`` runs full size: its
+#: ≥ 4 GiB GGUF is the size the issue states its cp ratio for — a smaller file is copied from the page cache
+#: and the converter's fixed start-up (mappings, recipe) dominates. ``moe`` at 0.2 keeps each bank (1.2 GiB)
+#: above the memory limit.
 DEFAULT_SCALES = {"codecs": 1.0, "container": 0.25, "directory": 1.0, "inspect": 0.25, "convert": 1.0, "moe": 0.2,
                   "scaleout": 0.1, "quality": 1.0, "prequantized": 1.0}
 MIB = 1 << 20
