@@ -7,21 +7,18 @@ Order of work (each step can fail before the next writes anything):
 2. open the source, normalise the config, bind the mappings (every tensor accounted for);
 3. plan every object from codec geometry (``plan.py``); apply the template (``template.py``);
 4. ``dry_run``: return the plan, write nothing;
-5. measure first only the expert banks the write splits into shares (their error must not depend on how
-   many workers share them): encoded once to measure, kept in memory when small (see
-   :data:`MEASURE_CACHE_BYTES`);
-6. write: declare the objects, plan the files (the measured errors' JSON space reserved, so the layout
+5. write: declare the objects, plan the files (the measured errors' JSON space reserved, so the layout
    never depends on measured values: :mod:`converters.scaleout.reservation`), produce every object on a
-   worker pool at its planned offset (``ArtifactWriter.write_object`` from any thread), every other
-   requantized object's error measured as it is written — encoded once (docs/imatrix.md §Requantization
-   speed) — then put the measured provenance in and commit (crash-safe, publish last).
+   worker pool at its planned offset (``ArtifactWriter.write_object`` from any thread), each requantized
+   object's error measured as it is written — every object encoded once (docs/imatrix.md
+   §Requantization speed) — then put the measured provenance in and commit (crash-safe, publish last).
 
 Reproducible output: with ``artifact_id`` or ``artifact_id_from_content`` the same inputs give
 byte-identical files for any ``workers``; :mod:`converters.scaleout` splits the same conversion into
 plan → encode → seal across processes or machines with identical output.
 
-Memory: workers × (one row block + the later planes of one object) plus the measure cache (banks written
-in shares only); inputs are mapped per row block (``rows.py``).
+Memory: workers × (one row block + the later planes of one object); inputs are mapped per row block
+(``rows.py``).
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ import contextlib
 import dataclasses
 import logging
 import os
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -47,7 +43,7 @@ from converters.pipeline.importance import plan_importance
 from converters.pipeline.plan import make_plan
 from converters.pipeline.planned import Plan, PlannedLiteral, PlannedResource, PlannedTensor, needs_measure
 from converters.pipeline.prequantized import object_record
-from converters.pipeline.produce import ErrorStats, Producer
+from converters.pipeline.produce import BlockErrors, ErrorStats, Producer
 from converters.pipeline.proposal import ProposalRequest
 from converters.pipeline.proposal import prepare as prepare_proposal
 from converters.pipeline.template import BorrowedObject, apply_template, prefix
@@ -66,8 +62,6 @@ log = logging.getLogger(__name__)
 DEFAULT_RECIPE = "groupwise-int"
 #: the command that converts each source kind (``expect_kind``).
 CONVERT_COMMAND = {"gguf": "gguf2ninfer", "hf": "st2ninfer"}
-#: encoded bytes of requantized banks kept from the measuring pass (so those are encoded once).
-MEASURE_CACHE_BYTES = 256 * 1024 * 1024
 #: an expert bank at least this large is written by several workers at once, in shares of experts
 SHARE_BYTES = 64 * 1024 * 1024
 
@@ -283,10 +277,9 @@ def convert(source, output, *, recipe: str | Path | None = None, template: str |
             on_plan(c.objects)
         if dry_run:
             return result
-        cache = _measure(c.plan, c.objects, c.producer, result, workers, placed=not artifact_id_from_content)
         result.proofs = prove_objects(c.objects, c.producer)
         writing = time.perf_counter()
-        _write(c.model, c.plan, c.objects, c.producer, result, cache, max_file_bytes=max_file_bytes, workers=workers,
+        _write(c.model, c.plan, c.objects, c.producer, result, max_file_bytes=max_file_bytes, workers=workers,
                progress=progress, artifact_id=artifact_id, artifact_id_from_content=artifact_id_from_content)
         result.write_seconds = time.perf_counter() - writing
     result.seconds = time.perf_counter() - started
@@ -393,47 +386,14 @@ def worker_pool(workers: int | None) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=worker_count(workers), thread_name_prefix="convert")
 
 
-def write_shares(o, cache: dict, workers: int, placed: bool) -> list[tuple | None]:
+def write_shares(o, workers: int, placed: bool) -> list[tuple | None]:
     """How object ``o`` is written: ``[None]`` by one task, or an expert bank of at least
     :data:`SHARE_BYTES` in shares of consecutive experts written at once by up to ``workers`` tasks, when
     the writer takes placed chunks (docs/io-speed.md §Write path)."""
-    if not placed or not getattr(o, "bank_rows", 0) or o.id in cache or o.bytes < SHARE_BYTES or workers < 2:
+    if not placed or not getattr(o, "bank_rows", 0) or o.bytes < SHARE_BYTES or workers < 2:
         return [None]
     shares = bank_shares(o, workers)
     return shares if len(shares) > 1 else [None]
-
-
-def _measure(plan: Plan, objects: list, producer: Producer, result: Result, workers: int | None, *,
-             placed: bool = True) -> dict[str, bytes]:
-    """Encode the requantized banks the write would split into shares once to measure their error (a
-    share's statistics would depend on the worker count); keep them when small (then they are written
-    whole). Every other object is measured while it is written (:func:`_write`)."""
-    n = worker_count(workers)
-    # write_shares' conditions before it cuts the bank (a bank it leaves whole is measured first all the same)
-    todo = [o for o in objects if needs_measure(o) and placed and getattr(o, "bank_rows", 0) and n >= 2
-            and o.bytes >= SHARE_BYTES]
-    cache: dict[str, bytes] = {}
-    budget = [MEASURE_CACHE_BYTES]
-    lock = threading.Lock()
-
-    def one(o: PlannedTensor) -> None:
-        stats = ErrorStats()
-        keep = o.bytes <= budget[0]
-        chunks = [bytes(memoryview(c).cast("B")) if not isinstance(c, bytes) else c
-                  for c in producer.stream(o, stats)] if keep else None
-        if not keep:
-            for _ in producer.stream(o, stats):
-                pass
-        with lock:
-            result.errors[o.id] = stats
-            if keep and o.bytes <= budget[0]:
-                cache[o.id] = b"".join(chunks)
-                budget[0] -= o.bytes
-
-    with worker_pool(workers) as pool:
-        for f in [pool.submit(one, o) for o in todo]:
-            f.result()
-    return cache
 
 
 def metadata_of(model: Model, plan: Plan) -> dict:
@@ -525,7 +485,7 @@ def declare_writer(model: Model, plan: Plan, objects: list, result: Result, *, m
     return writer
 
 
-def _write(model: Model, plan: Plan, objects: list, producer: Producer, result: Result, cache: dict[str, bytes], *,
+def _write(model: Model, plan: Plan, objects: list, producer: Producer, result: Result, *,
            max_file_bytes: int | None, workers: int | None, progress, artifact_id,
            artifact_id_from_content: bool = False) -> None:
     writer = declare_writer(model, plan, objects, result, max_file_bytes=max_file_bytes, artifact_id=artifact_id,
@@ -534,22 +494,22 @@ def _write(model: Model, plan: Plan, objects: list, producer: Producer, result: 
         writer.plan()
         writer.replace_provenance(provenance_of(model, plan, objects, result))
 
-        measured: dict[str, ErrorStats] = {}  # the errors measured while writing
+        measured: dict[tuple, ErrorStats | BlockErrors] = {}  # (object id, share index) -> errors measured
 
-        def data(o, share):
-            if share is not None:  # some experts of a bank, placed (docs/io-speed.md §Write path)
-                yield from producer.stream(o, share=share)
-            elif o.id in cache:
-                yield cache.pop(o.id)
-            elif isinstance(o, BorrowedObject):
+        def data(o, share, index):
+            if isinstance(o, BorrowedObject):
                 yield from borrowed_chunks(o)
+                return
+            stats = None
+            if needs_measure(o):  # a share's blocks apart, merged in row order below (BlockErrors)
+                stats = measured[o.id, index] = ErrorStats() if share is None else BlockErrors()
+            if share is not None:  # some experts of a bank, placed (docs/io-speed.md §Write path)
+                yield from producer.stream(o, stats, share=share)
             else:  # unchanged bytes as file ranges (copied in the kernel), banks placed in one pass (docs/io-speed.md)
-                stats = measured.setdefault(o.id, ErrorStats()) if needs_measure(o) and o.id not in result.errors \
-                    else None
                 yield from producer.stream(o, stats, file_ranges=True, placed=placed)
 
-        def one(o, share=None) -> None:
-            for chunk in data(o, share):
+        def one(o, share=None, index=0) -> None:
+            for chunk in data(o, share, index):
                 inner = chunk.data if isinstance(chunk, Placed) else chunk
                 n = len(inner) if isinstance(inner, bytes | FileRange) else memoryview(inner).nbytes
                 if progress is not None:
@@ -557,14 +517,21 @@ def _write(model: Model, plan: Plan, objects: list, producer: Producer, result: 
                 yield chunk
 
         placed, n = not artifact_id_from_content, worker_count(workers)
-        tasks = [(o, share, len(shares)) for o in objects for shares in [write_shares(o, cache, n, placed)]
-                 for share in shares]
+        tasks = [(o, share, i, len(shares)) for o in objects for shares in [write_shares(o, n, placed)]
+                 for i, share in enumerate(shares)]
         with worker_pool(workers) as pool:
-            futures = [pool.submit(writer.write_object, o.id, one(o, share), parts=parts) for o, share, parts in tasks]
+            futures = [pool.submit(writer.write_object, o.id, one(o, share, i), parts=parts)
+                       for o, share, i, parts in tasks]
             for f in futures:
                 f.result()
+        for o, _share, i, _ in tasks:  # in object and row order
+            if (o.id, i) in measured:
+                got = measured[o.id, i]
+                if isinstance(got, BlockErrors):
+                    got.merge_into(result.errors.setdefault(o.id, ErrorStats()))
+                else:
+                    result.errors[o.id] = got
         if measured:  # the reserved JSON space takes the errors measured while writing
-            result.errors.update((o.id, measured[o.id]) for o in objects if o.id in measured)
             writer.replace_provenance(provenance_of(model, plan, objects, result))
         writer.commit()
     except BaseException:

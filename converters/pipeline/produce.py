@@ -135,6 +135,28 @@ class ErrorStats:
         return out
 
 
+class BlockErrors:
+    """The measured errors of row blocks kept apart, one :class:`ErrorStats` per block in the order made. A
+    bank written in shares by several workers (docs/io-speed.md §Write path) records each share's blocks
+    here; :meth:`merge_into` then adds them to the object's statistics share by share, in row order, which
+    gives exactly the sums of one pass over the rows (``ErrorStats`` accumulates block by block), whatever
+    the number of shares."""
+
+    def __init__(self) -> None:
+        self.blocks: list[ErrorStats] = []
+
+    def add(self, ref: np.ndarray, got: np.ndarray) -> None:
+        self.blocks.append(ErrorStats())
+        self.blocks[-1].add(ref, got)
+
+    def add_unrounded(self, ref: np.ndarray, got: np.ndarray) -> None:
+        self.blocks[-1].add_unrounded(ref, got)
+
+    def merge_into(self, stats: ErrorStats) -> None:
+        for b in self.blocks:
+            stats.merge(b)
+
+
 def _row_sums(a: np.ndarray, b: np.ndarray, out: np.ndarray, diff: np.ndarray) -> float:
     """Per row of ``a``/``b`` (rows of :data:`STATS_ROW`): ``a·b``, ``a·a``, ``b·b`` into ``out[0..2]``; returns
     the largest ``|a - b|``."""

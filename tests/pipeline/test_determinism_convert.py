@@ -15,6 +15,8 @@ import pytest
 from converters.cli import main
 from converters.pipeline import convert as convert_module
 from converters.pipeline.convert import convert
+from converters.pipeline.planned import needs_measure
+from converters.pipeline.produce import ErrorStats
 from ninfer_core import open_artifact, validate
 from ninfer_core.container import content_id_of
 from tinymodels import qwen35
@@ -48,11 +50,20 @@ def test_same_bytes_for_1_2_4_workers_and_two_runs(tmp_path, gguf, recipe):
     assert all(r == runs[0] for r in runs[1:])
 
 
-def test_measuring_cache_does_not_change_the_bytes(tmp_path, gguf, monkeypatch):
-    cached, _ = run(tmp_path, gguf, "cached", recipe="groupwise-int", workers=2, artifact_id=AID)
-    monkeypatch.setattr(convert_module, "MEASURE_CACHE_BYTES", 0)  # every object encoded again to be written
-    again, _ = run(tmp_path, gguf, "again", recipe="groupwise-int", workers=3, artifact_id=AID)
-    assert cached == again
+def test_errors_measured_while_writing_are_one_pass_over_the_rows(tmp_path, gguf):
+    """Each requantized object's error is measured as it is written (docs/imatrix.md §Requantization
+    speed): provenance records what one pass of the producer over its rows measures."""
+    _, result = run(tmp_path, gguf, "w3", recipe="groupwise-int", workers=3, artifact_id=AID)
+    with convert_module.open_conversion(gguf, tmp_path / "unused.ninfer", recipe="groupwise-int") as c, \
+            open_artifact(tmp_path / "w3" / "m.ninfer") as art:
+        recorded = art.provenance["objects"]
+        measured = [o for o in c.objects if needs_measure(o)]
+        assert measured
+        for o in measured:
+            stats = ErrorStats()
+            for _ in c.producer.stream(o, stats):
+                pass
+            assert recorded[o.id]["measured_error"] == stats.to_json() == result.errors[o.id].to_json(), o.id
 
 
 def test_content_id_reproducible_and_recomputable(tmp_path, gguf):
