@@ -10,11 +10,11 @@
    as a ratio to ``cp`` of the same file in the same run, and a value spot check (experts 0 and E−1 of
    every bank decoded from the artifact against gguf-py's ``dequantize`` of the source rows).
 2. The same conversion under ``ulimit -v`` (``RLIMIT_AS``) at the same limit: whether it runs at all.
-3. ``nvfp4``: banks of 128 experts ``[2048 × scale, 2048]`` (0.57 GiB of Q8_0 per bank at scale 1, larger
-   than the engine's measure cache, so nothing holds a bank) requantized to nvfp4 with one divisor per
-   expert under the limit: each expert is encoded whole (its float32 matrix), its error measured, then
-   written — memory follows one expert times the workers (encode and measure temporaries, about five
-   expert matrices each), not the bank.
+3. ``nvfp4``: banks of 128 experts ``[2048 × scale, 2048]`` (0.57 GiB of Q8_0 per bank at scale 1; the
+   converter keeps no encoded object in memory, so nothing holds a bank) requantized to nvfp4 with one
+   divisor per expert under the limit: each expert is encoded whole (its float32 matrix), its error
+   measured, then written — memory follows one expert times the workers (encode and measure temporaries,
+   about five expert matrices each), not the bank.
 
 The limit of 1 and 3 is ``setrlimit(RLIMIT_DATA)``: heap and private writable mappings, i.e. everything
 the converter allocates, but not read-only maps of the input file, which cost address space, not memory

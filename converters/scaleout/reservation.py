@@ -61,7 +61,7 @@ def _widest(value):
 
 
 def measured(objects: list) -> list:
-    """The objects whose error a conversion measures (the same predicate as the in-process measuring pass)."""
+    """The objects whose error a conversion measures (the same predicate as the in-process write)."""
     return [o for o in objects if needs_measure(o)]
 
 
