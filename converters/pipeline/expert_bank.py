@@ -205,4 +205,12 @@ def _plane_parts(obj, block, wanted: list[int]) -> Iterator[tuple[int, tuple[np.
         if sp.size != size:
             raise ConversionError(f"{obj.id}: rows [{block.r0}, {block.r1}) of plane {sp.name} are {sp.size} bytes, "
                                   f"the parent's row view {size}", rule="plane_geometry")
+        if j == 0 and getattr(block, "code_ranges", None) is not None:  # source file ranges (place_bank only)
+            if sum(r.length for r in block.code_ranges) != size:
+                raise ConversionError(f"{obj.id}: rows [{block.r0}, {block.r1}) do not match their source file "
+                                      "ranges", rule="plane_geometry")
+            for r in block.code_ranges:
+                yield j, (r, off)
+                off += r.length
+            continue
         yield j, (data[sp.offset:sp.offset + sp.size], off)

@@ -176,6 +176,7 @@ class Block:
     data: bytes | np.ndarray | list[FileRange]  # file ranges: the source's bytes, unchanged
     shape: tuple[int, ...]
     divisors: int = 1
+    code_ranges: list[FileRange] | None = None  # the first (code) plane as source file ranges; data's is not filled
 
 
 class Producer:
@@ -214,10 +215,10 @@ class Producer:
         # without stats nothing is measured: what was encoded is not decoded again
         if obj.bank_rows:  # expert banks are written plane-major, memory flat in the bank's size
             if share is not None:
-                yield from place_bank(lambda s: self.blocks(obj, s, pieces=share), obj, stats,
+                yield from place_bank(lambda s: self.blocks(obj, s, pieces=share, kept_ranges=True), obj, stats,
                                       gaps=share[0] is obj.pieces[0])
             elif placed:
-                yield from place_bank(lambda s: self.blocks(obj, s), obj, stats)
+                yield from place_bank(lambda s: self.blocks(obj, s, kept_ranges=True), obj, stats)
             else:
                 yield from stream_bank(lambda s: self.blocks(obj, s), obj, stats, lambda: None)
             return
@@ -254,7 +255,7 @@ class Producer:
                     if off != cursor:
                         raise ConversionError(f"{obj.id}: row blocks out of order at row {block.r0}",
                                               rule="plane_geometry")
-                    yield part
+                    yield from code_plane(obj, block, size) if block.code_ranges is not None else (part,)
                     cursor += size
                 else:
                     rel = off - planes[i].offset
@@ -272,10 +273,12 @@ class Producer:
     # -- row blocks ---------------------------------------------------------------------------------
 
     def blocks(self, obj: PlannedTensor, stats: ErrorStats | None, *, file_ranges: bool = False,
-               pieces: tuple[Piece, ...] | None = None) -> Iterator[Block]:
+               pieces: tuple[Piece, ...] | None = None, kept_ranges: bool = False) -> Iterator[Block]:
         """The object's row blocks in row order (a piece stored unchanged as one block of file ranges when
         ``file_ranges``); ``pieces``: only those pieces' blocks (a bank's share: pieces whose blocks do not
-        depend on the others', expert_bank.bank_shares)."""
+        depend on the others', expert_bank.bank_shares). ``file_ranges`` or ``kept_ranges``: a kept
+        prequantized block's code plane as source file ranges where the source holds it unchanged
+        (:meth:`kept_block`)."""
         tail = obj.shape[1:]
         traits = codecs.codec_traits(obj.format)
         kept = any(pc.quantization is not None and pc.method == "transcode" for pc in obj.pieces)
@@ -299,7 +302,7 @@ class Producer:
         for pc in pieces or obj.pieces:
             if pc.quantization is not None and pc.method == "transcode":
                 for a in range(0, pc.rows, step):
-                    yield self.kept_block(obj, pc, a, min(pc.rows, a + step))
+                    yield self.kept_block(obj, pc, a, min(pc.rows, a + step), ranges=file_ranges or kept_ranges)
                 continue
             if traits.whole_object:  # a requantized member beside kept ones: its own divisor, encoded whole
                 weights = self.importance.weights(obj, pc) if self.importance is not None else None
@@ -405,18 +408,32 @@ class Producer:
         return Block((pc.row_start + a) // inner, (pc.row_start + b) // inner, data, shape)
 
 
-    def kept_block(self, obj: PlannedTensor, pc: Piece, a: int, b: int) -> Block:
+    def kept_block(self, obj: PlannedTensor, pc: Piece, a: int, b: int, *, ranges: bool = False) -> Block:
         """Member rows ``[a, b)`` of a kept prequantized tensor: ``QuantizedWeight.transcode`` of each run of
         consecutive source rows (codes and scales copied, the source's divisor kept; docs/prequantized.md),
-        stacked plane by plane when the mapping selects rows."""
+        stacked plane by plane when the mapping selects rows. ``ranges``: rows of one run whose code plane
+        the source holds unchanged (``QuantizedWeight.code_span``) give it as a :class:`FileRange`, which the
+        in-process writer copies in the kernel; only the other planes are made here (docs/io-speed.md
+        §Prequantized bench)."""
         qw = quantized_weight(self.sources, pc.source)
         ids = pc.source.chain.row_ids(a, b)
         runs = [(ids.start, ids.stop)] if isinstance(ids, slice) else row_runs(np.asarray(ids))
-        parts = [(r1 - r0, np.frombuffer(memoryview(qw.transcode(obj.format, r0, r1)).cast("B"), dtype=np.uint8))
-                 for r0, r1 in runs]
+        span = qw.code_span(obj.format, *runs[0]) if ranges and len(runs) == 1 else None
+        parts = [(r1 - r0, np.frombuffer(memoryview(qw.transcode(obj.format, r0, r1, codes=span is None)).cast("B"),
+                                         dtype=np.uint8)) for r0, r1 in runs]
         shape = (b - a, *obj.shape[1:])
         data = parts[0][1] if len(parts) == 1 else stack_rows(obj, pc, shape, parts)
-        return Block(pc.row_start + a, pc.row_start + b, data, shape)
+        return Block(pc.row_start + a, pc.row_start + b, data, shape,
+                     code_ranges=None if span is None else [FileRange(*span)])
+
+
+def code_plane(obj: PlannedTensor, block: Block, size: int) -> list[FileRange]:
+    """The file ranges of a block's code plane (:meth:`Producer.kept_block`), checked against the parent's
+    row view: ``size`` bytes."""
+    if sum(r.length for r in block.code_ranges) != size:
+        raise ConversionError(f"{obj.id}: rows [{block.r0}, {block.r1}) do not match their source file ranges",
+                              rule="plane_geometry")
+    return block.code_ranges
 
 
 def row_runs(ids: np.ndarray) -> list[tuple[int, int]]:

@@ -1,7 +1,12 @@
 """Numeric helpers shared by the prequantized conventions (docs/prequantized.md §Value relations).
 
 - :func:`component_rows`: rows ``[r0, r1)`` of a component tensor, memory-mapped per read (never the whole
-  file; the map goes with the array, as in :mod:`converters.sources.rows`);
+  file; the map goes with the array, as in :mod:`converters.sources.rows`); a read of at most
+  :data:`SMALL_READ` bytes (the per-module scalars, channel scales, a row block's NVFP4 block scales) is a
+  ``pread`` instead: the first touch of a map makes the kernel read around the page (the device's read-ahead
+  window, 8 MiB on the benchmark VM), so the 560 scalars of a 4 GiB NVFP4 checkpoint read through maps cost
+  1.8 s from a cold page cache and 0.14 s read, and making a map costs more than reading a few hundred KiB
+  (docs/io-speed.md §Prequantized bench);
 - :func:`to_dtype` / :func:`torch_op`: the rounding the libraries do, in numpy — an elementwise op of two
   ``bfloat16`` / ``float16`` operands is computed in float32 and rounded once to the operands' dtype
   (round to nearest even), float32 ops are IEEE float32 ops;
@@ -10,10 +15,16 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import ml_dtypes
 import numpy as np
 
 from converters.errors import SourceError, SourceFormatError
+
+#: component reads of at most this many bytes use ``pread``, not a memory map (component_rows)
+SMALL_READ = 1024 * 1024
 
 SECTION = "docs/prequantized.md §Component tensors"
 
@@ -33,16 +44,14 @@ E4M3 = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.fl
 def component_rows(t, r0: int, r1: int) -> np.ndarray:
     """Rows ``[r0, r1)`` (along axis 0) of component tensor ``t``, a mapped view in its numpy dtype; a rank-0
     tensor is returned whole as shape ``(1,)``."""
-    dt = NP_DTYPES.get(t.dtype)
-    if dt is None:
-        raise SourceFormatError(f"{t.name}: dtype {t.dtype} is not one a quantized component can have",
-                                file=str(t.file), json_path=f"{t.name}.dtype", rule="prequantized_component_dtype",
-                                section=SECTION)
+    dt = _dtype(t)
     shape = tuple(t.shape) or (1,)
     row = int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else 1
     r0, r1 = max(0, r0), min(shape[0], r1)
     if r1 <= r0 or row == 0:
         return np.zeros((0, *shape[1:]), dtype=dt)
+    if (r1 - r0) * row * dt.itemsize <= SMALL_READ:
+        return _read_small(t, dt, r0 * row * dt.itemsize, (r1 - r0) * row).reshape(r1 - r0, *shape[1:])
     try:
         mm = np.memmap(t.file, dtype=dt, mode="r", offset=t.file_offset + r0 * row * dt.itemsize,
                        shape=((r1 - r0) * row,))
@@ -50,6 +59,65 @@ def component_rows(t, r0: int, r1: int) -> np.ndarray:
         raise SourceError(f"{t.name}: cannot map rows [{r0}, {r1}): {exc}", file=str(t.file), json_path=t.name,
                           code="execution_failure", category="io_error", rule="read_tensor") from None
     return mm.reshape(r1 - r0, *shape[1:])
+
+
+def _dtype(t) -> np.dtype:
+    dt = NP_DTYPES.get(t.dtype)
+    if dt is None:
+        raise SourceFormatError(f"{t.name}: dtype {t.dtype} is not one a quantized component can have",
+                                file=str(t.file), json_path=f"{t.name}.dtype", rule="prequantized_component_dtype",
+                                section=SECTION)
+    return dt
+
+
+def _read_small(t, dt: np.dtype, at: int, count: int) -> np.ndarray:
+    """``count`` elements of ``t`` from byte ``at`` of its data, read with ``pread`` (module docstring)."""
+    n = count * dt.itemsize
+    try:
+        fd = os.open(t.file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            data = os.pread(fd, n, t.file_offset + at)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise SourceError(f"{t.name}: cannot read {n} bytes at offset {t.file_offset + at}: {exc}", file=str(t.file),
+                          json_path=t.name, code="execution_failure", category="io_error", rule="read_tensor") from None
+    if len(data) != n:
+        raise SourceError(f"{t.name}: the file ended at byte {t.file_offset + at + len(data)} while reading "
+                          f"{n} bytes at offset {t.file_offset + at}", file=str(t.file), json_path=t.name,
+                          code="execution_failure", category="io_error", rule="read_tensor")
+    return np.frombuffer(data, dtype=dt)
+
+
+def component_bytes(t, size: int = 16 << 20) -> Iterator[np.ndarray]:
+    """The bytes of component tensor ``t`` in order, in pieces of at most ``size`` read with ``pread`` into one
+    reused buffer (valid until the next piece): a scan of a whole tensor reads it sequentially, where its
+    memory map would read around each first-touched page instead."""
+    total = int(np.prod(tuple(t.shape), dtype=np.int64)) * _dtype(t).itemsize
+    if total == 0:
+        return
+    buf = np.empty(min(size, total), dtype=np.uint8)
+    try:
+        fd = os.open(t.file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise SourceError(f"{t.name}: cannot open its file: {exc}", file=str(t.file), json_path=t.name,
+                          code="execution_failure", category="io_error", rule="read_tensor") from None
+    try:
+        for at in range(0, total, buf.size):
+            n = min(buf.size, total - at)
+            try:
+                got = os.preadv(fd, [memoryview(buf)[:n]], t.file_offset + at)
+            except OSError as exc:
+                raise SourceError(f"{t.name}: cannot read {n} bytes at offset {t.file_offset + at}: {exc}",
+                                  file=str(t.file), json_path=t.name, code="execution_failure", category="io_error",
+                                  rule="read_tensor") from None
+            if got != n:
+                raise SourceError(f"{t.name}: the file ended at byte {t.file_offset + at + got} while reading "
+                                  f"{n} bytes at offset {t.file_offset + at}", file=str(t.file), json_path=t.name,
+                                  code="execution_failure", category="io_error", rule="read_tensor")
+            yield buf[:n]
+    finally:
+        os.close(fd)
 
 
 def as_f32(a) -> np.ndarray:
