@@ -210,7 +210,8 @@ class TextSpec:
 # ---- building blocks (each one formula of the module docstring) -----------------------------------
 
 def silu(x: np.ndarray) -> np.ndarray:
-    return x / (1.0 + np.exp(-x))
+    with np.errstate(over="ignore"):  # exp(-x) → inf for very negative x: x / inf = −0, the limit
+        return x / (1.0 + np.exp(-x))
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
