@@ -1,8 +1,8 @@
-"""Kept NVFP4 / FP8-row codes copied file to file (docs/io-speed.md §Prequantized bench): a conversion that keeps
-a prequantized weight hands the in-process writer the source's code rows as file ranges — the kernel copy of
-unchanged tensors — and makes only the scales and divisors. The files are those of the user-space transcode
-(``code_span`` switched off) for dense objects, expert banks placed and in shares, and content-derived IDs; the
-checks on the codes still run."""
+"""Kept NVFP4 codes copied file to file (docs/io-speed.md §Prequantized bench): a conversion that keeps a
+prequantized NVFP4 weight hands the in-process writer the source's code rows as file ranges — the kernel copy
+of unchanged tensors — and makes only the block scales and divisors. The files are those of the user-space
+transcode (``code_span`` switched off) for dense objects, expert banks placed and in shares, and content-derived
+IDs; FP8 rows, whose codes are read for their check anyway, are not copied, and are still checked."""
 
 from __future__ import annotations
 
@@ -59,7 +59,8 @@ def test_kept_codes_are_copied_in_the_kernel(tmp_path, monkeypatch, scheme):
     want, before = converted(tmp_path, scheme, "user", monkeypatch, copy=False, artifact_id=AID)
     got, after = converted(tmp_path, scheme, "kernel", monkeypatch, copy=True, artifact_id=AID, workers=2)
     assert got == want
-    assert after - before == kept_code_bytes(scheme) > 0  # every kept code byte, and nothing else
+    assert after - before == kept_code_bytes(scheme)  # every kept NVFP4 code byte, and nothing else
+    assert (after > before) == ("nvfp4" in scheme)
 
 
 def test_kept_banks_in_shares_copy_their_codes(tmp_path, monkeypatch):
@@ -80,8 +81,8 @@ def test_a_content_derived_id_hashes_the_copied_codes(tmp_path, monkeypatch):
 
 
 def test_a_nan_fp8_code_is_still_refused(tmp_path):
-    """The code plane comes from the file, but the codes are still checked: a NaN E4M3 code is an EncodingError
-    naming the tensor and row, and nothing is written."""
+    """A NaN E4M3 code of a kept FP8 weight is an EncodingError naming the tensor and row, and nothing is
+    written."""
     d = tmp_path / "nan"
     shutil.copytree(FIXTURES / "ct-fp8-channel", d)
     with open_hf_dir(d) as src:

@@ -76,29 +76,33 @@ def test_a_nan_or_negative_block_scale_is_seen_by_the_range(tmp_path):
             assert "nvfp4" not in got.exact_targets()
 
 
-@pytest.mark.parametrize("scheme,fmt", [("ct-nvfp4", "nvfp4"), ("modelopt-nvfp4", "nvfp4"),
-                                        ("ct-fp8-channel", "fp8_e4m3fn_row_bf16"), ("modelopt-fp8", "fp8_e4m3fn_row_bf16")])
-def test_code_span_is_the_code_rows_in_the_file(scheme, fmt):
+@pytest.mark.parametrize("scheme", ["ct-nvfp4", "modelopt-nvfp4", "modelopt-nvfp4-moe-fused"])
+def test_code_span_is_the_code_rows_in_the_file(scheme):
     """code_span names bytes of the file equal to the transcoded object's code plane, for a row range inside."""
     with open_hf_dir(FIXTURES / scheme) as src:
-        for qw in src.quantized_weights.values():
-            if fmt not in qw.exact_targets():
-                continue
+        weights = nvfp4_weights(src)
+        assert weights
+        for qw in weights:
             n = qw.shape[0]
             r0, r1 = (128, n) if n > 128 else (0, n)
-            path, offset, length = qw.code_span(fmt, r0, r1)
+            path, offset, length = qw.code_span("nvfp4", r0, r1)
             with open(path, "rb") as f:
                 f.seek(offset)
                 held = f.read(length)
-            assert bytes(qw.transcode(fmt, r0, r1)[:length]) == held
+            assert bytes(qw.transcode("nvfp4", r0, r1)[:length]) == held
             assert qw.code_span("fp32", r0, r1) is None
 
 
-def test_no_code_span_where_codes_change():
-    """INT4 codes are repacked into q4/q5/q8 words: never a byte copy."""
-    with open_hf_dir(FIXTURES / "ct-w4a16-g128") as src:
+@pytest.mark.parametrize("scheme", ["ct-w4a16-g128", "ct-fp8-channel", "modelopt-fp8"])
+def test_no_code_span_for_other_kinds(scheme):
+    """INT4 codes are repacked into q4/q5/q8 words; FP8 codes are read for their NaN check anyway (no copy
+    offered); and ``codes=False`` makes the whole object for them."""
+    with open_hf_dir(FIXTURES / scheme) as src:
         for qw in src.quantized_weights.values():
-            assert all(qw.code_span(fmt, 0, qw.shape[0]) is None for fmt in qw.exact_targets())
+            n = qw.shape[0]
+            for fmt in qw.exact_targets():
+                assert qw.code_span(fmt, 0, n) is None
+                assert bytes(qw.transcode(fmt, 0, n, codes=False)) == bytes(qw.transcode(fmt, 0, n))
 
 
 def test_transcode_without_codes_fills_the_other_planes():

@@ -28,8 +28,10 @@ from .numeric import E2M1, E4M3, NP_DTYPES, as_f32, component_bytes, ulp_distanc
 SECTION = "docs/prequantized.md §Exactness table"
 ROW_SPLIT = {"q4_g64_fp16": (4, 64, -8, 7), "q5_g64_fp16": (5, 64, -16, 15), "q8_g32_fp16": (8, 32, -127, 127)}
 BLOCK_ROWS = 4096  # rows per read when a whole tensor's scales or codes are scanned
-#: (family, target) whose code plane is the source's code tensor rows unchanged (code_span)
-CODE_COPY = {("nvfp4", "nvfp4"), ("fp8", "fp8_e4m3fn_row_bf16")}
+#: (family, target) whose code plane the converter copies from the source's code rows (code_span). FP8 rows
+#: into fp8_e4m3fn_row_bf16 are byte copies too, but their NaN check reads every code anyway, and reading them
+#: again for a kernel copy measured slower (docs/io-speed.md §Prequantized bench)
+CODE_COPY = {("nvfp4", "nvfp4")}
 
 
 def _blocks(n: int, step: int = BLOCK_ROWS):
@@ -135,28 +137,29 @@ def _no_code(qw, code: int) -> bool:
 
 def code_span(qw, fmt: str, r0: int, r1: int) -> tuple[object, int, int] | None:
     """``(file, offset, length)``: the source bytes that are, byte for byte, the code plane of rows ``[r0, r1)``
-    of ``qw`` as one ``fmt`` object — nvfp4's packed nibbles, fp8 rows' E4M3 codes, both the first plane and
-    row-major like the source's code tensor — or None where the codes change on the way."""
+    of ``qw`` as one ``fmt`` object — nvfp4's packed nibbles (:data:`CODE_COPY`), the first plane and row-major
+    like the source's code tensor — or None."""
     if (qw.family, fmt) not in CODE_COPY or fmt not in qw.exact_targets():
         return None
     t = qw.parts[qw.CODES]
     plane = codecs.planes(fmt, codecs.FORMATS[fmt].layout, (r1 - r0, qw.shape[1]))[0]
-    row = qw.shape[1] // 2 if fmt == "nvfp4" else qw.shape[1]
-    if t.dtype not in ("U8", "F8_E4M3") or tuple(t.shape) != (qw.shape[0], row) or plane.name != "codes" \
-            or plane.offset != 0 or plane.size != (r1 - r0) * row:
+    row = qw.shape[1] // 2
+    if t.dtype != "U8" or tuple(t.shape) != (qw.shape[0], row) or plane.name != "codes" or plane.offset != 0 \
+            or plane.size != (r1 - r0) * row:
         return None
     return t.file, t.file_offset + r0 * row, (r1 - r0) * row
 
 
 def transcode(qw, fmt: str, r0: int, r1: int, *, codes: bool = True) -> np.ndarray:
-    """Rows ``[r0, r1)`` of ``qw`` as one ``fmt`` object (uint8 array). ``codes=False``: the code plane is not
-    filled (its bytes are unspecified), for a caller that copies it from :func:`code_span`; its checks still
-    run."""
+    """Rows ``[r0, r1)`` of ``qw`` as one ``fmt`` object (uint8 array). ``codes=False`` (a target of
+    :data:`CODE_COPY`): the code plane is not filled (its bytes are unspecified), for a caller that copies it
+    from :func:`code_span`."""
     targets = qw.exact_targets()
     if fmt not in targets:
         raise fail(f"tensor {qw.name!r}: {qw.kind} has no exact path into {fmt} (exact targets: "
                    f"{', '.join(targets) or 'none'})", "no_exact_transcode", SECTION, where=qw.name)
     n, k = r1 - r0, qw.shape[1]
+    codes = codes or (qw.family, fmt) not in CODE_COPY
     if fmt in ("fp32", "bf16"):
         v = qw.dequantize(r0, r1)
         if fmt == "fp32":
@@ -173,7 +176,7 @@ def transcode(qw, fmt: str, r0: int, r1: int, *, codes: bool = True) -> np.ndarr
     if fmt == "nvfp4":
         _nvfp4(qw, views, r0, r1, codes)
     elif fmt == "fp8_e4m3fn_row_bf16":
-        _fp8_row(qw, views, r0, r1, codes)
+        _fp8_row(qw, views, r0, r1)
     else:
         _row_split(qw, fmt, views, r0, r1)
     return buf
@@ -214,15 +217,14 @@ def _bf16_words(qw, s: np.ndarray, r0: int) -> np.ndarray:
     return b.view("<u2")
 
 
-def _fp8_row(qw, views: dict, r0: int, r1: int, codes: bool = True) -> None:
+def _fp8_row(qw, views: dict, r0: int, r1: int) -> None:
     c = qw.codes(r0, r1)
     nan = (c & 0x7F) == 0x7F
     if nan.any():
         i, j = (int(x) for x in np.argwhere(nan)[0])
         raise fail(_where(qw, r0 + i, f"column {j}: code {int(c[i, j]):#04x} is NaN"), "invalid_code", SECTION,
                    where=qw.name)
-    if codes:
-        views["codes"][...] = c
+    views["codes"][...] = c
     words = _bf16_words(qw, qw.scale_grid(r0, r1)[:, 0], r0)
     views["scales"][...] = np.ascontiguousarray(words).view(np.uint8).reshape(-1, 2)
 

@@ -8,7 +8,7 @@ contract): ``kind``, logical ``shape`` ``(N, K)``, ``group``, ``symmetric``, ``w
   intermediate dtype) for rows ``[r0, r1)``, reading only those rows' components;
 - ``exact_targets()``: v3 formats the values convert to without requantizing, with their label;
 - ``transcode(fmt, r0, r1)``: the encoded bytes of rows ``[r0, r1)`` as one object of ``fmt`` (``divisors=1``);
-- ``code_span(fmt, r0, r1)``: where the source holds those rows' code plane unchanged (nvfp4, fp8 rows), if it does;
+- ``code_span(fmt, r0, r1)``: where the source holds those rows' code plane unchanged (NVFP4 into nvfp4), if it does;
 - ``max_ulp(fmt)``: the bound of docs/prequantized.md §Ulp distance between ``fmt``'s decode rule and the
   library rule, over every (code, scale) pair the tensor's scales admit.
 
@@ -104,15 +104,15 @@ class QuantizedWeight:
     def transcode(self, fmt: str, r0: int, r1: int, *, codes: bool = True) -> np.ndarray:
         """Rows ``[r0, r1)`` as one ``fmt`` object ``(r1 - r0, K)``, ``divisors = 1``, in
         ``codecs.FORMATS[fmt].layout``: a uint8 array. EncodingError names the tensor, row and block of
-        anything ``fmt`` cannot represent (never a silent clamp). ``codes=False``: the code plane is not filled
-        (the caller copies it from :meth:`code_span`)."""
+        anything ``fmt`` cannot represent (never a silent clamp). ``codes=False``: where :meth:`code_span`
+        names the code plane's bytes, it is not filled (the caller copies it from there)."""
         r0, r1 = self._rows(r0, r1)
         return targets.transcode(self, fmt, r0, r1, codes=codes)
 
     def code_span(self, fmt: str, r0: int, r1: int) -> tuple[Any, int, int] | None:
         """``(file, offset, length)`` of the source bytes that are rows ``[r0, r1)`` of ``fmt``'s code plane byte
-        for byte (nvfp4 and fp8 rows keep the source's codes), or None: the writer can copy them file to file
-        (docs/io-speed.md §Prequantized bench)."""
+        for byte (NVFP4 into nvfp4), or None: the writer can copy them file to file (docs/io-speed.md
+        §Prequantized bench)."""
         r0, r1 = self._rows(r0, r1)
         return targets.code_span(self, fmt, r0, r1)
 
