@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.timing import DEFAULT_REPEATS, cp_seconds, interleaved, rounded
+from bench.timing import DEFAULT_REPEATS, cp_seconds, interleaved, rounded, standalone
 
 GIB = 1 << 30
 RSS_TARGET = 1.5 * GIB
@@ -179,12 +179,4 @@ def _passthrough(workdir: Path, hf: Path, hf_size: int, workers: str, repeats: i
 
 
 if __name__ == "__main__":  # python -m bench.convert [scale]
-    import pprint
-
-    work = Path("bench/work/convert")
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    try:
-        pprint.pprint(run(work, float(sys.argv[1]) if len(sys.argv) > 1 else 1.0))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    standalone("convert", run)

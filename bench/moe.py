@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -40,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.convert import _cp_seconds
-from bench.timing import DEFAULT_REPEATS, interleaved, rounded
+from bench.timing import DEFAULT_REPEATS, interleaved, rounded, standalone
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -233,12 +232,4 @@ def run(workdir: Path, scale: float = 1.0, repeats: int = DEFAULT_REPEATS, drop_
 
 
 if __name__ == "__main__":  # python -m bench.moe [scale]
-    import pprint
-
-    work = Path("bench/work/moe")
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    try:
-        pprint.pprint(run(work, float(sys.argv[1]) if len(sys.argv) > 1 else 1.0))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    standalone("moe", run)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.timing import DEFAULT_REPEATS, cp_seconds, interleaved, rounded
+from bench.timing import DEFAULT_REPEATS, cp_seconds, interleaved, rounded, standalone
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -264,12 +264,4 @@ def run(workdir: Path, scale: float = 1.0, repeats: int = DEFAULT_REPEATS, drop_
 
 
 if __name__ == "__main__":  # python -m bench.prequantized [scale]
-    import pprint
-
-    work = Path("bench/work/prequantized")
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    try:
-        pprint.pprint(run(work, float(sys.argv[1]) if len(sys.argv) > 1 else 1.0))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    standalone("prequantized", run)

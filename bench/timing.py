@@ -71,3 +71,17 @@ def cp_seconds(src: Path, dst: Path) -> float:
 def rounded(runs: dict[str, list[float]], digits: int = 3) -> dict[str, list[float]]:
     """Every run's seconds, rounded for ``results.json``."""
     return {name: [round(s, digits) for s in seconds] for name, seconds in runs.items()}
+
+
+def standalone(area: str, run: Callable[[Path, float], list[dict]]) -> None:
+    """``python -m bench.<area> [scale]``: one area's rows printed, its scratch directory removed after."""
+    import pprint
+    import sys
+
+    work = Path("bench/work") / area
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        pprint.pprint(run(work, float(sys.argv[1]) if len(sys.argv) > 1 else 1.0))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
