@@ -113,14 +113,7 @@ def build(module: str, parts: dict, scheme, cfg):
         return CTNVFP4(name, "CT_NVFP4", shape, keep(parts, CTNVFP4_ROLES), "bfloat16", group=16, weight_divisor=g,
                        activation_divisor=a, scheme=scheme_record(scheme, cfg))
     if scheme.kind.startswith("CT_FP8"):
-        for role in ("weight", "weight_scale"):
-            if role not in parts:
-                raise missing(module, role, first)
-        w = parts["weight"]
-        if len(w.shape) != 2:
-            raise SourceFormatError(f"{module}: weight has shape {list(w.shape)}, expected [N, K]", file=str(w.file),
-                                    json_path=f"{w.name}.shape", rule="prequantized_component_shape", section=SECTION)
-        shape = (int(w.shape[0]), int(w.shape[1]))
+        shape = _unpacked_shape(module, parts, ("weight", "weight_scale"))
         block = {"CT_FP8_TENSOR": shape, "CT_FP8_CHANNEL": (1, shape[1])}.get(scheme.kind, scheme.block)
         qw = CTFP8(name, scheme.kind, shape, keep(parts, ("weight", "weight_scale", "input_scale")),
                    ST_TO_OUT.get(parts["weight_scale"].dtype, "float32"),
@@ -149,18 +142,25 @@ def build(module: str, parts: dict, scheme, cfg):
     return qw
 
 
-def _build_int8(module: str, name: str, parts: dict, scheme, cfg):
-    """``int-quantized``: ``weight`` I8 ``[N, K]`` unpacked, ``weight_scale`` ``[N, K/G]`` / ``[N, 1]``,
-    ``weight_zero_point`` I8 ``[N, K/G]`` unpacked when asymmetric."""
+def _unpacked_shape(module: str, parts: dict, roles: tuple[str, ...]) -> tuple[int, int]:
+    """``(N, K)`` of a module whose codes are stored unpacked in ``weight``, once ``roles`` are all present."""
     first = next(iter(parts.values())).file
-    for role in ("weight", "weight_scale") + (() if scheme.symmetric else ("weight_zero_point",)):
+    for role in roles:
         if role not in parts:
             raise missing(module, role, first)
     w = parts["weight"]
     if len(w.shape) != 2:
         raise SourceFormatError(f"{module}: weight has shape {list(w.shape)}, expected [N, K]", file=str(w.file),
                                 json_path=f"{w.name}.shape", rule="prequantized_component_shape", section=SECTION)
-    qw = CTIntUnpacked(name, scheme.kind, (int(w.shape[0]), int(w.shape[1])),
+    return int(w.shape[0]), int(w.shape[1])
+
+
+def _build_int8(module: str, name: str, parts: dict, scheme, cfg):
+    """``int-quantized``: ``weight`` I8 ``[N, K]`` unpacked, ``weight_scale`` ``[N, K/G]`` / ``[N, 1]``,
+    ``weight_zero_point`` I8 ``[N, K/G]`` unpacked when asymmetric."""
+    shape = _unpacked_shape(module, parts, ("weight", "weight_scale")
+                            + (() if scheme.symmetric else ("weight_zero_point",)))
+    qw = CTIntUnpacked(name, scheme.kind, shape,
                        keep(parts, ("weight", "weight_scale", "weight_zero_point", "input_scale")),
                        ST_TO_OUT.get(parts["weight_scale"].dtype, "float32"), group=scheme.group,
                        symmetric=scheme.symmetric, scheme=scheme_record(scheme, cfg))
