@@ -10,7 +10,7 @@ import pytest
 
 from converters.pipeline import produce, unchanged
 from converters.pipeline.convert import convert
-from ninfer_core.container.filecopy import RangeCopier
+from tests.support.kernel_copies import count_kernel_copies
 from tinymodels import qwen35
 
 AID = "0123456789abcdef0123456789abcdef"
@@ -28,15 +28,8 @@ def sources(tmp_path_factory):
 
 def converted(tmp_path, source, name: str, monkeypatch, *, kernel: bool, min_run: int | None = None,
               **kw) -> tuple[dict[str, bytes], int]:
-    copies = []
-    real = RangeCopier.copy.__func__
-
-    def counted(cls, *args):
-        copies.append(args[2])
-        return real(cls, *args)
-
     with monkeypatch.context() as m:
-        m.setattr(RangeCopier, "copy", classmethod(counted))
+        copies = count_kernel_copies(m)
         if not kernel:
             m.setattr(produce, "unchanged_ranges", lambda *a: None)
         if min_run is not None:

@@ -16,8 +16,8 @@ from converters.pipeline.convert import convert
 from converters.sources import open_hf_dir
 from converters.sources.prequantized.targets import CODE_COPY
 from converters.sources.prequantized.weight import QuantizedWeight
-from ninfer_core.container.filecopy import RangeCopier
 from ninfer_core.errors import EncodingError
+from tests.support.kernel_copies import count_kernel_copies
 from tests.support.prequantized import FIXTURES, schemes
 
 AID = "0123456789abcdef0123456789abcdef"
@@ -28,15 +28,8 @@ SCHEMES = [s for s in ("ct-nvfp4", "ct-nvfp4a16", "ct-fp8-channel", "ct-fp8-tens
 def converted(tmp_path, scheme: str, name: str, monkeypatch, *, copy: bool, share_bytes: int | None = None,
               **kw) -> tuple[dict[str, bytes], int]:
     """The files of ``scheme`` converted with ``exact`` and the bytes the writer copied in the kernel."""
-    copies = []
-    real = RangeCopier.copy.__func__
-
-    def counted(cls, *args):
-        copies.append(args[2])
-        return real(cls, *args)
-
     with monkeypatch.context() as m:
-        m.setattr(RangeCopier, "copy", classmethod(counted))
+        copies = count_kernel_copies(m)
         if not copy:
             m.setattr(QuantizedWeight, "code_span", lambda self, fmt, r0, r1: None)
         if share_bytes is not None:

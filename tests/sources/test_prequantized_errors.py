@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -18,19 +17,10 @@ from converters.cli import main
 from converters.errors import SourceFormatError
 from converters.sources import open_hf_dir, open_safetensors
 from ninfer_core.errors import EncodingError
+from tests.support.sources import write_safetensors
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "prequantized"
 MOD = "model.layers.0.self_attn.o_proj"
-
-
-def _write_st(path: Path, tensors: dict) -> None:
-    header, blobs, off = {}, [], 0
-    for name, (dtype, shape, data) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + len(data)]}
-        blobs.append(data)
-        off += len(data)
-    raw = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"".join(blobs))
 
 
 def variant(tmp_path: Path, scheme: str, *, tensors=None, config=None, side=None) -> Path:
@@ -41,7 +31,7 @@ def variant(tmp_path: Path, scheme: str, *, tensors=None, config=None, side=None
         with open_safetensors(d / "model.safetensors") as s:
             ts = {n: (t.dtype, list(t.shape), bytes(s.raw(n))) for n, t in s.tensors.items()}
         tensors(ts)
-        _write_st(d / "model.safetensors", ts)
+        write_safetensors(d / "model.safetensors", ts)
     if config is not None:
         cfg = json.loads((d / "config.json").read_text())
         config(cfg)
@@ -216,7 +206,7 @@ def test_components_split_across_shards(tmp_path):
     names = sorted(ts)
     shards = {"model-00001-of-00002.safetensors": names[0::2], "model-00002-of-00002.safetensors": names[1::2]}
     for shard, members in shards.items():
-        _write_st(d / shard, {n: ts[n] for n in members})
+        write_safetensors(d / shard, {n: ts[n] for n in members})
     (d / "model.safetensors.index.json").write_text(json.dumps(
         {"metadata": {}, "weight_map": {n: shard for shard, members in shards.items() for n in members}}))
     with open_hf_dir(d) as src, open_hf_dir(ROOT / "ct-nvfp4") as ref:

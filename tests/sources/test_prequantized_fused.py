@@ -4,9 +4,7 @@ modules they hold — byte views into the same file, equal to ModelOpt's per-exp
 
 from __future__ import annotations
 
-import json
 import shutil
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +12,7 @@ import pytest
 
 from converters.errors import SourceFormatError
 from converters.sources import open_hf_dir, open_safetensors
+from tests.support.sources import write_safetensors
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "prequantized"
 FUSED, PER_EXPERT = ROOT / "modelopt-nvfp4-moe-fused", ROOT / "modelopt-nvfp4-moe"
@@ -42,23 +41,13 @@ def test_fused_experts_read_as_the_per_expert_modules_of_modelopts_own_export():
         per.close()
 
 
-def _write_st(path: Path, tensors: dict) -> None:
-    header, blobs, off = {}, [], 0
-    for name, (dtype, shape, data) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + len(data)]}
-        blobs.append(data)
-        off += len(data)
-    raw = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"".join(blobs))
-
-
 def _variant(tmp_path: Path, edit) -> Path:
     d = tmp_path / "fused"
     shutil.copytree(FUSED, d)
     with open_safetensors(d / "model.safetensors") as s:
         ts = {n: (t.dtype, list(t.shape), bytes(s.raw(n))) for n, t in s.tensors.items()}
     edit(ts)
-    _write_st(d / "model.safetensors", ts)
+    write_safetensors(d / "model.safetensors", ts)
     return d
 
 
@@ -109,7 +98,7 @@ def test_fused_experts_of_another_convention_are_refused(tmp_path):
         ts = {n: (t.dtype, list(t.shape), bytes(s.raw(n))) for n, t in s.tensors.items()}
     for role, dtype, cols in (("", "U8", 128), ("_weight_scale", "F8_E4M3", 16)):
         ts[f"{BLOCK}.gate_up_proj{role}"] = (dtype, [4, 256, cols], bytes(4 * 256 * cols))
-    _write_st(d / "model.safetensors", ts)
+    write_safetensors(d / "model.safetensors", ts)
     with pytest.raises(SourceFormatError) as exc:
         open_hf_dir(d)
     assert exc.value.rule == "prequantized_fused_experts" and exc.value.json_path == f"{BLOCK}.gate_up_proj"

@@ -124,6 +124,16 @@ def raw_safetensors(header: str | bytes | dict, data: bytes = b"", *, length: in
     return struct.pack("<Q", n) + text + data
 
 
+def write_safetensors(path: Path, tensors: dict) -> None:
+    """A safetensors file of ``tensors`` (name → ``(dtype, shape, bytes)``), data in that order, header unpadded."""
+    header, blobs, off = {}, [], 0
+    for name, (dtype, shape, data) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + len(data)]}
+        blobs.append(data)
+        off += len(data)
+    path.write_bytes(raw_safetensors(header, b"".join(blobs), pad=False))
+
+
 def write_ninfer(path: Path, *, max_file_bytes: int | None = None, with_template: bool = True):
     """A small text artifact: a bf16 matrix, an fp32 vector bound by one part, a chat-template resource.
 
