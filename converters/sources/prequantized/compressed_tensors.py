@@ -22,7 +22,6 @@ from .families import (
     FP8Weight,
     IntWeight,
     NVFP4Weight,
-    check_part,
     inverse,
     keep,
     missing,
@@ -181,16 +180,11 @@ class CTIntUnpacked(CTInt):
         t = self.parts.get(self.ZEROS)
         return None if t is None else np.asarray(component_rows(t, r0, r1)).reshape(r1 - r0, -1)
 
-    def check(self, module: str) -> None:
+    def storage(self) -> tuple[tuple, tuple]:
+        """Codes ``[N, K]`` and zero points ``[N, G]``, unpacked int8."""
         n, k = self.shape
-        if self.group is not None and k % self.group:
-            raise SourceFormatError(f"{module}: {k} input columns are not whole groups of {self.group}",
-                                    file=str(self.parts[self.CODES].file), json_path=self.parts[self.CODES].name,
-                                    rule="prequantized_group_shape", section=SECTION)
-        check_part(self.parts[self.CODES], ("I8",), (n, k), module, self.CODES)
-        check_part(self.parts[self.SCALES], ("F32", "BF16", "F16"), (n, self.groups), module, self.SCALES)
-        if self.ZEROS in self.parts:
-            check_part(self.parts[self.ZEROS], ("I8",), (n, self.groups), module, self.ZEROS)
+        rule = "prequantized_component_shape"
+        return (("I8",), (n, k), rule), (("I8",), (n, self.groups), rule)
 
 
 CTNVFP4_ROLES = ("weight_packed", "weight_scale", "weight_global_scale", "input_global_scale")

@@ -194,12 +194,18 @@ class IntWeight(QuantizedWeight):
             raise SourceFormatError(f"{module}: {k} input columns are not whole groups of {self.group}",
                                     file=str(self.parts[self.CODES].file), json_path=self.parts[self.CODES].name,
                                     rule="prequantized_group_shape", section=SECTION)
-        check_part(self.parts[self.CODES], ("I32",), (n, -(-k * self.bits // 32)), module, self.CODES,
-                   rule="prequantized_packed_size")
+        codes, zeros = self.storage()
+        check_part(self.parts[self.CODES], *codes[:2], module, self.CODES, rule=codes[2])
         check_part(self.parts[self.SCALES], ("F32", "BF16", "F16"), (n, self.groups), module, self.SCALES)
         if self.ZEROS in self.parts:
-            check_part(self.parts[self.ZEROS], ("I32",), (-(-n * self.bits // 32), self.groups), module, self.ZEROS,
-                       rule="prequantized_packed_size")
+            check_part(self.parts[self.ZEROS], *zeros[:2], module, self.ZEROS, rule=zeros[2])
+
+    def storage(self) -> tuple[tuple, tuple]:
+        """``(dtypes, shape, rule)`` of the codes and of the zero points: packed into I32 words
+        (docs/prequantized.md §Component tensors)."""
+        n, k = self.shape
+        return ((("I32",), (n, -(-k * self.bits // 32)), "prequantized_packed_size"),
+                (("I32",), (-(-n * self.bits // 32), self.groups), "prequantized_packed_size"))
 
 
 def _unpack(b: np.ndarray, bits: int) -> np.ndarray:
