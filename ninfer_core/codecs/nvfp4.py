@@ -15,10 +15,10 @@ divided once, in float32. Within one 128-row tile-row the scale plane is the arr
 and the same swap undoes it.
 
 Encoder (``absmax``, the usual two-level scale): per stacked matrix ``divisor = 448 * 6 / amax`` (1 for an
-all-zero matrix), block scale ``e4m3(block_amax * divisor / 6)``, code ``e2m1(x * divisor / scale)``.
-E4M3FN rounding (to nearest even) uses ml_dtypes; E2M1 codes are rounded to nearest even by comparing with
-the midpoints of the code values (:func:`e2m1_codes`: ml_dtypes' ``float4_e2m1fn`` rounding, several times
-faster than its cast).
+all-zero matrix), block scale ``e4m3(block_amax * divisor / 6)``, code ``e2m1(x * divisor / scale)``, both
+rounded to nearest even (ml_dtypes' ``float8_e4m3fn`` and ``float4_e2m1fn`` casts; E2M1 saturated at ±6).
+The encode runs in compiled kernels (:mod:`.nvfp4_kernel`, numba, imported on the first encode), one pass
+per 16-element block, with the importance-weighted block-scale search (docs/imatrix.md §Weighted search).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from ..findings import Finding
 from . import bitpack
 from .base import Codec, Geometry, PlaneSpec, Tally, fail, run_row_blocks, scratch
 from .fp8_row import E4M3_MAX, E4M3_VALUES
-from .scale_search import group_amax
 
 E2M1_VALUES = np.arange(16, dtype=np.uint8).view(ml_dtypes.float4_e2m1fn).astype(np.float32)
 E2M1_BYTE_VALUES = bitpack.byte_table(E2M1_VALUES, 4)
@@ -41,48 +40,19 @@ F32_MAX = np.float32(np.finfo(np.float32).max)
 
 #: block-scale candidates of the weighted search, as factors of the absmax scale (docs/imatrix.md)
 BLOCK_SCALE_FACTORS = np.linspace(0.7, 1.0, 7, dtype=np.float32)
-#: midpoints between consecutive E2M1 magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6 and whether a tie rounds up (to
-#: the even pattern above: the pattern below is odd)
-_E2M1_MIDPOINTS = ((0.25, False), (0.75, True), (1.25, False), (1.75, True), (2.5, False), (3.5, True), (5.0, False))
+_SEARCH_FACTORS = np.ascontiguousarray(BLOCK_SCALE_FACTORS[:-1])  # tried after the absmax scale, in order
+_NONE = np.empty((0, 0), dtype=np.float32)  # the kernel's "no weights" / "no decoded values"
 
 
-def e2m1_codes(y: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """E2M1 bit patterns (uint8 ``out``, the shape of ``y``) of finite float32 ``y``: the nearest magnitude,
-    ties to the even pattern, beyond 6 saturated to 6, the sign in bit 3 (``-0.0`` gives ``0x8``) — what
-    ml_dtypes' ``float4_e2m1fn`` cast of ``clip(y, -6, 6)`` gives. The pattern of a magnitude is the number
-    of midpoints it passes."""
-    a = np.abs(y, out=scratch("e2m1_abs", y.shape, np.float32))
-    passed = scratch("e2m1_passed", y.shape, np.bool_)
-    out[...] = 0
-    for mid, tie_up in _E2M1_MIDPOINTS:
-        (np.greater_equal if tie_up else np.greater)(a, np.float32(mid), out=passed)
-        np.add(out, passed.view(np.uint8), out=out)
-    np.signbit(y, out=passed)
-    np.left_shift(passed.view(np.uint8), 3, out=passed.view(np.uint8))
-    return np.bitwise_or(out, passed.view(np.uint8), out=out)
-
-
-def _e2m1_error(y: np.ndarray, s32: np.ndarray, w: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore"):
-        inv = np.where(s32 > 0, np.float32(1.0) / s32, np.float32(0.0)).astype(np.float32)
-    v = y * inv[:, :, None]
-    q = np.take(E2M1_VALUES, e2m1_codes(v, scratch("e2m1_search", v.shape, np.uint8)))  # the stored rounding
-    d = y - q * s32[:, :, None]
-    return np.einsum("rbk,rbk->rb", d * w, d)
-
-
-def _weighted_block_scales(y: np.ndarray, base: np.ndarray, s: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Per 16-element block, the E4M3 scale among ``factor × absmax scale`` (absmax included) with the lowest
-    importance-weighted error ``Σ w (y − s·e2m1(y/s))²`` (docs/imatrix.md §Weighted search)."""
-    best = s.copy()
-    best_e = _e2m1_error(y, s.astype(np.float32), w)
-    for f in BLOCK_SCALE_FACTORS[:-1]:
-        cand = np.minimum(base * f, E4M3_MAX).astype(ml_dtypes.float8_e4m3fn)
-        e = _e2m1_error(y, cand.astype(np.float32), w)
-        better = e < best_e
-        best_e = np.where(better, e, best_e)
-        best = np.where(better, cand, best)
-    return best
+def _float32_rows(x: np.ndarray, r0: int, r1: int, name: str) -> np.ndarray:
+    """Rows ``[r0, r1)`` of ``x`` as a C-contiguous float32 array: a view when they are one, else a copy
+    (numpy's cast) into this thread's scratch buffer ``name``."""
+    xb = x[r0:r1]
+    if xb.dtype == np.float32 and xb.flags.c_contiguous:
+        return xb
+    out = scratch(name, xb.shape, np.float32)
+    np.copyto(out, xb, casting="unsafe")
+    return out
 
 
 def unswizzle(tiles: np.ndarray, k: int) -> np.ndarray:
@@ -150,16 +120,16 @@ class NVFP4(Codec, fmt="nvfp4"):
     @classmethod
     def encode_context(cls, geom: Geometry, x: np.ndarray) -> np.ndarray:
         """One divisor per stacked matrix, ``448 * 6 / amax`` (1 when the matrix is all zeros)."""
+        from . import nvfp4_kernel
+
         n = geom.n_rows
         row_amax = np.empty(n, dtype=np.float32)
 
         def work(r0: int, r1: int) -> None:
-            xb = np.ascontiguousarray(x[r0:r1], dtype=np.float32)
-            amax = group_amax(xb)  # NaN and infinity sort above every finite magnitude
-            if not np.isfinite(amax).all():
-                i, j = np.argwhere(~np.isfinite(xb))[0]
+            first = nvfp4_kernel.row_amax(_float32_rows(x, r0, r1, "amax_rows"), row_amax[r0:r1])
+            if first >= 0:
+                i, j = divmod(first, x.shape[1])
                 raise fail(f"nvfp4: input element ({r0 + i}, {j}) is not finite", "non_finite_input", cls.section)
-            row_amax[r0:r1] = amax
 
         run_row_blocks(n, cls.block_rows(geom), work)
         amax = row_amax.reshape(geom.divisors, -1).max(axis=1)
@@ -171,28 +141,16 @@ class NVFP4(Codec, fmt="nvfp4"):
     def encode_block(cls, geom: Geometry, x: np.ndarray, views: dict[str, np.ndarray], r0: int, r1: int,
                      encoder: str, ctx: np.ndarray, weights: np.ndarray | None = None,
                      decoded: np.ndarray | None = None) -> None:
-        k, rows = geom.extra["K"], r1 - r0
+        from . import nvfp4_kernel
+
         if r0 == 0:
             views["divisors"][...] = ctx.astype("<f4").view(np.uint8).reshape(-1, 4)
-        y = scratch("scaled", (rows, k // 16, 16), np.float32)
-        np.copyto(y.reshape(rows, k), x[r0:r1], casting="unsafe")
-        np.multiply(y, cls._row_divisors(geom, ctx, r0, r1), out=y)
-        base = group_amax(y) / E2M1_MAX
-        s = np.minimum(base, E4M3_MAX).astype(ml_dtypes.float8_e4m3fn)
-        if weights is not None:
-            s = _weighted_block_scales(y, base, s, weights.reshape(weights.shape[0], k // 16, 16))
-        s32 = s.astype(np.float32)
-        with np.errstate(divide="ignore"):
-            inv = np.where(s32 > 0, np.float32(1.0) / s32, np.float32(0.0)).astype(np.float32)
-        np.multiply(y, inv[:, :, None], out=y)  # exact for a power-of-two scale, else within an ulp
-        codes = e2m1_codes(y.reshape(rows, k), scratch("e2m1", (rows, k), np.uint8))  # saturates at ±6
-        bitpack.pack(codes, 4, out=views["codes"][r0:r1])
-        views["block_scales"][r0 // TILE_ROWS : r1 // TILE_ROWS] = swizzle(s.view(np.uint8), k)
-        if decoded is not None:  # the operations of decode_block on the codes and scales just chosen
-            prod = decoded.reshape(rows, k // 16, 16)
-            np.take(E2M1_VALUES, codes, mode="clip", out=prod.reshape(rows, k))
-            np.multiply(prod, s32[:, :, None], out=prod)
-            np.divide(prod, cls._row_divisors(geom, ctx, r0, r1), out=prod)
+        row_divisor = ctx[np.arange(r0, r1) // geom.extra["rows_per_divisor"]]
+        w = _NONE if weights is None else np.ascontiguousarray(weights, dtype=np.float32)
+        tiles = views["block_scales"][r0 // TILE_ROWS : r1 // TILE_ROWS]
+        # decoded: the operations of decode_block on the codes and scales just chosen
+        nvfp4_kernel.encode_rows(_float32_rows(x, r0, r1, "nvfp4_rows"), row_divisor, w, _SEARCH_FACTORS,
+                                 E4M3_VALUES, views["codes"][r0:r1], tiles, _NONE if decoded is None else decoded)
 
     @classmethod
     def check_block(cls, geom: Geometry, views: dict[str, np.ndarray], r0: int, r1: int) -> Tally:
