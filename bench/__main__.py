@@ -41,7 +41,8 @@ ISSUES = {"container": 2, "codecs": 3, "inspect": 4, "convert": 5, "scaleout": 9
 #: per-area scale of a default run, measured on 2 cores (about 10 minutes in all, and about 3 more for quality's
 #: requantization rows; most of it the cp ratios of convert, moe, prequantized and quality: best of 3
 #: interleaved runs of each side, ``--repeats``; ``--scale 1``: every area full size, 18 GiB of MoE banks
-#: among them). ``prequantized`` runs full size (1 and 4 GiB NVFP4 checkpoints: memory flat in size needs two sizes, the cp ratio the larger). ``convert`` runs full size: its
+#: among them). ``prequantized`` runs full size (1 and 4 GiB NVFP4 checkpoints: memory flat in size needs
+#: two sizes, the cp ratio the larger). ``convert`` runs full size: its
 #: ≥ 4 GiB GGUF is the size the issue states its cp ratio for — a smaller file is copied from the page cache
 #: and the converter's fixed start-up (mappings, recipe) dominates. ``moe`` at 0.2 keeps each bank (1.2 GiB)
 #: above the memory limit.
