@@ -52,6 +52,19 @@ def test_safetensors_numpy_file_reads_back(tmp_path):
         np.testing.assert_array_equal(s.array("x"), bf.astype(np.float32))
 
 
+def test_bf16_widening_is_ml_dtypes_cast_for_every_bit_pattern(tmp_path):
+    # the one-pass widening (docs/imatrix.md §Requantization speed) gives ml_dtypes' float32 bits for all
+    # 65536 patterns: signed zeros, subnormals, infinities and NaN payloads
+    bits = np.arange(1 << 16, dtype="<u2").reshape(256, 256)
+    hdr = {"x": {"dtype": "BF16", "shape": [256, 256], "data_offsets": [0, bits.nbytes]}}
+    (tmp_path / "all.safetensors").write_bytes(raw_safetensors(hdr, bits.tobytes()))
+    want = bits.view(ml_dtypes.bfloat16).astype(np.float32)
+    with open_safetensors(tmp_path / "all.safetensors") as s:
+        got = s.array("x")
+    assert got.dtype == np.float32 and got.shape == (256, 256)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 def _hdr(**tensors):
     return {k: {"dtype": d, "shape": s, "data_offsets": o} for k, (d, s, o) in tensors.items()}
 
