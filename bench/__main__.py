@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=Path("bench/results.json"))
     parser.add_argument("--repeats", type=int, default=None,
                         help="runs of each side of a timed comparison, interleaved, best taken (default: the "
-                             "area's own; 3 for convert and moe)")
+                             "area's own; 3 for convert, moe and quality's requantization rows)")
     parser.add_argument("--keep-page-cache", action="store_true",
                         help="sync between timed runs but do not drop the page cache (it is dropped where "
                              "permitted, i.e. as root)")
