@@ -23,7 +23,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from . import bitpack, scale_search
+from . import bitpack
 from .base import ENCODERS, Codec, Geometry, PlaneSpec, Tally, align_up, fail, scratch
 
 ROW_ALIGN = 128
@@ -138,43 +138,30 @@ class RowSplitCodec(Codec):
     def encode_block(cls, geom: Geometry, x: np.ndarray, views: dict[str, np.ndarray], r0: int, r1: int,
                      encoder: str, ctx: object, weights: np.ndarray | None = None,
                      decoded: np.ndarray | None = None) -> None:
-        k, kp, g = geom.extra["K"], geom.extra["Kp"], geom.extra["groups"]
+        # numba is imported on the first encode only (docs/imatrix.md §Requantization speed)
+        from . import row_split_kernel
+
+        k, kp = geom.extra["K"], geom.extra["Kp"]
         rows = r1 - r0
-        if k == kp and x.dtype == np.float32:
+        if k == kp and x.dtype == np.float32 and x.flags.writeable:  # the kernel's one signature: writeable arrays
             xb = np.ascontiguousarray(x[r0:r1])
         else:
             xb = scratch("input", (rows, kp), np.float32)
             np.copyto(xb[:, :k], x[r0:r1], casting="unsafe")
             xb[:, k:] = 0
-        x3 = xb.reshape(rows, g, cls.group)
-        signed = cls.offset_codes
-        m, hi, lo = scale_search.extremes(x3, signed)
-        if not np.isfinite(m).all():
-            i, j = np.argwhere(~np.isfinite(xb))[0]
+        search = weights is not None or encoder == "mse"  # weights: the weighted search whichever encoder was named
+        if weights is not None:
+            w = _padded_weights(weights, k, kp)
+        else:  # unweighted mse: every weight 1 (absmax reads none)
+            w = np.ones((1, kp), dtype=np.float32)
+        high = views["high"][r0:r1] if cls.high_bits else _NO_BYTES
+        first = row_split_kernel.encode_rows(
+            xb, w, search, cls.mse_factors, cls.group, cls.vmin, cls.search_vmin(), cls.vmax, cls.offset_codes,
+            cls.low_bits, cls.high_bits, views["low"][r0:r1], high, views["scale"][r0:r1].view(np.uint16),
+            _NO_VALUES if decoded is None else decoded, k)
+        if first >= 0:
+            i, j = divmod(first, kp)
             raise fail(f"{cls.format}: input element ({r0 + i}, {j}) is not finite", "non_finite_input", cls.section)
-        if weights is not None:  # the weighted search whichever encoder was named (docs/imatrix.md)
-            s16, v = scale_search.mse(x3, m, hi, lo, cls.search_vmin(), cls.vmax, signed, cls.mse_factors,
-                                      _group_weights(weights, k, kp, g, cls.group))
-        elif encoder == "mse":
-            s16, v = scale_search.mse(x3, m, hi, lo, cls.search_vmin(), cls.vmax, signed, cls.mse_factors)
-        else:
-            s16, v = scale_search.absmax(x3, m, cls.vmin, cls.vmax, signed)
-        if decoded is not None:  # decode_block's product, code value × multiplier in float32 (a zero may be -0.0)
-            if k == kp:
-                np.multiply(v, s16.astype(np.float32)[:, :, None], out=decoded.reshape(rows, g, cls.group))
-            else:
-                full = np.multiply(v, s16.astype(np.float32)[:, :, None], out=scratch("product", v.shape, np.float32))
-                decoded[...] = full.reshape(rows, kp)[:, :k]
-        if cls.offset_codes:
-            v += 1
-        p = scratch("patterns", (rows, kp), np.int8)
-        np.copyto(p, v.reshape(rows, kp), casting="unsafe")
-        p = p.view(np.uint8)
-        bitpack.pack(p, cls.low_bits, out=views["low"][r0:r1])
-        if cls.high_bits:
-            h = np.right_shift(p, cls.low_bits, out=scratch("high_bits", p.shape, np.uint8))
-            bitpack.pack(h, cls.high_bits, out=views["high"][r0:r1])
-        views["scale"][r0:r1] = s16.view(np.uint8).reshape(rows, -1)
 
     @classmethod
     def search_vmin(cls) -> int:
@@ -200,13 +187,17 @@ class RowSplitCodec(Codec):
         return t
 
 
-def _group_weights(w: np.ndarray, k: int, kp: int, g: int, group: int) -> np.ndarray:
-    """``(rows or 1, groups, G)`` float32 weights, padding columns weighted 0."""
-    if k == kp and w.dtype == np.float32 and w.flags.c_contiguous:
-        return w.reshape(w.shape[0], g, group)
+def _padded_weights(w: np.ndarray, k: int, kp: int) -> np.ndarray:
+    """``(rows or 1, Kp)`` writeable float32 weights, padding columns weighted 0."""
+    if k == kp and w.dtype == np.float32 and w.flags.c_contiguous and w.flags.writeable:
+        return w
     out = np.zeros((w.shape[0], kp), dtype=np.float32)
     out[:, :k] = w
-    return out.reshape(w.shape[0], g, group)
+    return out
+
+
+_NO_BYTES = np.zeros((0, 0), dtype=np.uint8)  # a plane the format does not have
+_NO_VALUES = np.zeros((0, 0), dtype=np.float32)  # no decoded values asked for
 
 
 class Q2(RowSplitCodec, fmt="q2_g64_fp16"):
