@@ -51,50 +51,46 @@ import numpy as np
 FP16_MAX_BITS = 0x477FE000  # float32 bits of 65504, the largest finite FP16
 _F16_MIN_NORMAL_BITS = 0x38800000  # float32 bits of 2**-14
 _F16_SUBNORMAL_STEP = np.float32(2.0**-24)
+_F16_STEPS = np.float32(2.0**24)
 _NON_FINITE_BITS = 0x7F800000
 _F0, _F1 = np.float32(0.0), np.float32(1.0)
 LANES = 16  # candidate lanes per block (one AVX-512 or two AVX2 vectors of float32)
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, inline="always")
 def fp16_bits(s):
     """FP16 bit pattern of float32 ``s`` as ``(clip(s, -65504, 65504) + 0.0).astype(float16)``: magnitudes
     above 65504 saturate, ``-0.0`` becomes ``+0.0`` (a negative value that rounds to zero stays ``-0``), round
-    to nearest with ties to even, FP16 subnormals included. ``s`` must not be NaN."""
-    bits = np.int64(np.float32(s).view(np.uint32))
-    sign = (bits >> 16) & 0x8000
-    mag = min(bits & 0x7FFFFFFF, FP16_MAX_BITS)
-    if mag == 0:
-        return np.uint16(0)
-    if mag >= _F16_MIN_NORMAL_BITS:  # keep 10 of the 23 mantissa bits; a carry bumps the exponent
-        kept = (mag >> 13) - (112 << 10)  # exponent bias 127 → 15
-        rest = mag & 0x1FFF
-        if rest > 0x1000 or (rest == 0x1000 and (kept & 1) == 1):
-            kept += 1
-        return np.uint16(sign | kept)
-    exponent = mag >> 23
-    significand = (mag & 0x7FFFFF) | (0x800000 if exponent > 0 else 0)
-    shift = 126 - max(exponent, 1)  # significand · 2**-shift counts FP16 subnormal steps (2**-24)
-    if shift > 24:
-        return np.uint16(sign)  # below half a step
-    kept = significand >> shift
-    rest = significand & ((1 << shift) - 1)
-    half = 1 << (shift - 1)
-    if rest > half or (rest == half and (kept & 1) == 1):
-        kept += 1
-    return np.uint16(sign | kept)
+    to nearest with ties to even, FP16 subnormals included. ``s`` must not be NaN. Branch-free (both paths,
+    then a select), so that a loop over candidate lanes vectorises:
+
+    - normal (``|s| >= 2**-14``): keep 10 of the 23 mantissa bits of the float32 pattern, rebias the exponent
+      (127 → 15), and add one where the 13 dropped bits are above half or exactly half with the kept ones
+      odd (a carry moves into the exponent, as it must);
+    - subnormal: ``rint(|s| · 2**24)``, the count of ``2**-24`` steps — exact (a scaling by a power of two),
+      and ``rint`` rounds half to even."""
+    bits = np.float32(s).view(np.int32)
+    sign = (bits >> 16) & np.int32(0x8000)
+    mag = min(bits & np.int32(0x7FFFFFFF), np.int32(FP16_MAX_BITS))
+    kept = (mag >> 13) - np.int32(112 << 10)
+    rest = mag & np.int32(0x1FFF)
+    up = (rest > np.int32(0x1000)) | ((rest == np.int32(0x1000)) & ((kept & np.int32(1)) == np.int32(1)))
+    normal = kept + np.int32(up)
+    steps = np.int32(np.rint(np.int32(mag).view(np.float32) * _F16_STEPS))
+    h = normal if mag >= np.int32(_F16_MIN_NORMAL_BITS) else steps
+    return np.uint16(h | sign) if mag != np.int32(0) else np.uint16(0)
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
 def fp16_value(h):
-    """float32 value of the finite FP16 bit pattern ``h`` (``astype(float32)``; ``0x8000`` gives ``-0.0``)."""
-    h = np.int64(h)
-    mag = h & 0x7FFF
-    if mag >= 0x0400:
-        bits = ((h & 0x8000) << 16) | ((mag + (112 << 10)) << 13)
-        return np.uint32(bits).view(np.float32)
-    v = np.float32(mag) * _F16_SUBNORMAL_STEP  # exact: an integer below 2**10 times a power of two
-    return -v if h & 0x8000 else v
+    """float32 value of the finite FP16 bit pattern ``h`` (``astype(float32)``; ``0x8000`` gives ``-0.0``),
+    branch-free like :func:`fp16_bits`."""
+    h = np.int32(h)
+    mag = h & np.int32(0x7FFF)
+    normal = np.int32(((h & 0x8000) << 16) | ((mag + (112 << 10)) << 13)).view(np.float32)
+    sub = np.float32(mag) * _F16_SUBNORMAL_STEP  # exact: an integer below 2**10 times a power of two
+    sub = -sub if h & np.int32(0x8000) else sub
+    return normal if mag >= np.int32(0x0400) else sub
 
 
 @numba.njit(nogil=True, cache=True)
@@ -154,18 +150,18 @@ def _key_value(key):
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
-def _start_lanes(lanes, p, bases, n_bases, factors):
-    """Lanes of group ``p`` of a pair: candidate multipliers ``fp16(base · f)`` (bases outer, factors inner),
-    their inverses, zero sums; lanes past the candidates get multiplier 0 (codes 0) and are never scored."""
-    nf = factors.size
+def _start_lanes(lanes, p, bases, lane_base, lane_factor, n):
+    """Lanes of group ``p`` of a pair: candidate multipliers ``fp16(base · f)``, lane ``i < n`` taking base
+    ``lane_base[i]`` and factor ``lane_factor[i]`` (bases outer, factors inner), their inverses, zero sums;
+    the lanes past ``n`` keep multiplier 0 (codes 0, zero sums) and are never scored."""
     for b in range(lanes.shape[1]):
         for c in range(LANES):
-            i = b * LANES + c
-            cand = fp16_value(fp16_bits(bases[p, i // nf] * factors[i % nf])) if i < n_bases * nf else _F0
-            lanes[p, b, 0, c] = cand
-            lanes[p, b, 1, c] = _inverse(cand)
             lanes[p, b, 2, c] = _F0
             lanes[p, b, 3, c] = _F0
+    for i in range(n):
+        cand = fp16_value(fp16_bits(bases[p, lane_base[i]] * lane_factor[i]))
+        lanes[p, i // LANES, 0, i % LANES] = cand
+        lanes[p, i // LANES, 1, i % LANES] = _inverse(cand)
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
@@ -321,6 +317,10 @@ def encode_rows(x, w, search, factors, group, vmin, search_vmin, vmax, signed, l
     lanes = np.zeros((2, -(-n_bases * factors.size // LANES), 4, LANES), np.float32)
     if lanes.shape[1] > 2:
         raise ValueError("more than 32 candidate multipliers")
+    lane_base = np.zeros(lanes.shape[1] * LANES, np.int64)
+    lane_factor = np.zeros(lanes.shape[1] * LANES, np.float32)
+    for i in range(n_bases * factors.size):
+        lane_base[i], lane_factor[i] = i // factors.size, factors[i % factors.size]
     bases = np.zeros((2, 2), np.float32)
     prow = np.zeros(2, np.int64)
     pw = np.zeros(2, np.int64)
@@ -346,7 +346,7 @@ def encode_rows(x, w, search, factors, group, vmin, search_vmin, vmax, signed, l
                 if search:
                     bases[p, 0] = max(gmax, _F0) / vmaxf if signed else m / vmaxf
                     bases[p, 1] = min(gmin, _F0) / vmaxf
-                    _start_lanes(lanes, p, bases, n_bases, factors)
+                    _start_lanes(lanes, p, bases, lane_base, lane_factor, n_bases * factors.size)
             if search:
                 if lanes.shape[1] == 1:  # a constant block count: LLVM unrolls the blocks (a runtime one ran 5× slower)
                     e_abs = _search_pair(x, w, prow, pw, c0, group, ps, lo, hi, lanes, 1)
