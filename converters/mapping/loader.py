@@ -63,6 +63,27 @@ def load_mapping(path: str | Path) -> Mapping:
     return _load_cached(str(path), hashlib.sha256(data).hexdigest())
 
 
+def parameter_roles(path: str | Path) -> set[str]:
+    """The ``role`` of every parameter a mapping file lists (``parameters: GROUP: NAME: role``), read without
+    validating the rest of the file: a recipe's role names are checked against every shipped mapping's
+    before the source is read, while a conversion binds — and :func:`load_mapping` validates whole — only
+    the mappings of its source (docs/io-speed.md §Fixed costs). A valid mapping gives the roles of its
+    :meth:`~converters.mapping.schema.Mapping.parameters`."""
+    path = Path(path).resolve()
+    try:
+        doc = load_located(path)
+    except LocatedError as exc:
+        raise MappingError(str(exc), file=f"{path}:{exc.line}", rule="yaml") from None
+    except OSError as exc:
+        raise MappingError(f"cannot read the mapping file: {exc.strerror}", file=str(path)) from None
+    except UnicodeDecodeError:
+        raise MappingError("not UTF-8", file=str(path), rule="yaml") from None
+    groups = doc.data.get("parameters") if isinstance(doc.data, dict) else None
+    return {spec["role"] for params in (groups.values() if isinstance(groups, dict) else ())
+            if isinstance(params, dict) for spec in params.values()
+            if isinstance(spec, dict) and isinstance(spec.get("role"), str)}
+
+
 @cache
 def _load_cached(path: str, sha256: str) -> Mapping:
     try:

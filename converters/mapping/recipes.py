@@ -223,15 +223,16 @@ def load_recipe(name_or_path: str | Path, *, known_roles: set[str] | None = None
 
 
 def all_mapping_roles() -> set[str]:
-    """Roles named by every mapping file of every registered architecture."""
-    from converters.mapping.loader import load_mapping
+    """Roles named by every mapping file of every registered architecture (their parameters' ``role``, read
+    without validating each whole file: :func:`converters.mapping.loader.parameter_roles`)."""
+    from converters.mapping.loader import parameter_roles
     from converters.mapping.schema import MAPPINGS_DIR
     from converters.model.architectures import ARCHITECTURE_MODULES, module
 
     roles: set[str] = set()
     for arch in ARCHITECTURE_MODULES:
         for file in module(arch).MAPPINGS.values():
-            roles |= {p.role for p in load_mapping(MAPPINGS_DIR / file).parameters()}
+            roles |= parameter_roles(MAPPINGS_DIR / file)
     return roles
 
 

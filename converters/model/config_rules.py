@@ -211,12 +211,22 @@ def _parse_field(loc: Located, name: str, raw: object, derivations) -> FieldRule
                      where=loc.where(path))
 
 
-def _load_file(path: Path, derivations, chain: tuple[Path, ...]) -> ArchRules:
+def _compose(path: Path, parsed: dict[Path, Located]) -> Located:
+    """``path`` composed once per directory load: a base file is read by every file that extends it."""
+    if path not in parsed:
+        parsed[path] = load_located(path)
+    return parsed[path]
+
+
+def _load_file(path: Path, derivations, chain: tuple[Path, ...], parsed: dict[Path, Located],
+               loaded: dict[Path, ArchRules]) -> ArchRules:
     if path in chain:
         raise MappingError(f"'extends' cycle: {' -> '.join(p.name for p in (*chain, path))}", file=str(path),
                            rule="extends_cycle")
+    if path in loaded:  # a base already validated for another file of the directory
+        return loaded[path]
     try:
-        loc = load_located(path)
+        loc = _compose(path, parsed)
     except LocatedError as exc:
         raise MappingError(str(exc), file=f"{path}:{exc.line}", rule="yaml_syntax") from None
     except OSError as exc:
@@ -240,7 +250,7 @@ def _load_file(path: Path, derivations, chain: tuple[Path, ...]) -> ArchRules:
     fields: dict[str, FieldRule] = {}
     if "extends" in top:
         base = _load_file(path.parent / _check_str(loc, ("extends",), top["extends"]), derivations,
-                          (*chain, path))
+                          (*chain, path), parsed, loaded)
         if base.component != component:
             raise _fail(loc, ("extends",), f"extends a {base.component} file", "component")
         fields = {f.name: f for f in base.fields}
@@ -259,7 +269,7 @@ def _load_file(path: Path, derivations, chain: tuple[Path, ...]) -> ArchRules:
     if "architectures" in output:
         out_map["architectures"] = list(_check_str_list(loc, ("output", "architectures"), output["architectures"]))
     out_map["model_type"] = _check_str(loc, ("output", "model_type"), output["model_type"])
-    return ArchRules(
+    loaded[path] = ArchRules(
         file=str(path), component=component,
         architecture=_check_str(loc, ("architecture",), top["architecture"]),
         evidence=_check_str(loc, ("evidence",), top["evidence"]),
@@ -272,6 +282,7 @@ def _load_file(path: Path, derivations, chain: tuple[Path, ...]) -> ArchRules:
         output=out_map,
         fields=tuple(fields.values()),
     )
+    return loaded[path]
 
 
 def load_rules(directory: Path, derivations: Mapping[str, frozenset[str]]) -> dict[str, ArchRules]:
@@ -290,10 +301,12 @@ def load_rules(directory: Path, derivations: Mapping[str, frozenset[str]]) -> di
 def _load_all(directory: Path, signature: tuple, derivations: tuple) -> tuple[tuple[str, ArchRules], ...]:
     known = dict(derivations)
     out: dict[str, ArchRules] = {}
+    parsed: dict[Path, Located] = {}  # each file composed and validated once, however many extend it
+    loaded: dict[Path, ArchRules] = {}
     for path in sorted(directory.glob("*.yaml")):
-        if not _is_config_map(path):
+        if not _is_config_map(path, parsed):
             continue
-        rules = _load_file(path, known, ())
+        rules = _load_file(path, known, (), parsed, loaded)
         if rules.architecture in out:
             raise MappingError(f"architecture {rules.architecture!r} also defined in {out[rules.architecture].file}",
                                file=str(path), rule="duplicate_architecture")
@@ -301,10 +314,10 @@ def _load_all(directory: Path, signature: tuple, derivations: tuple) -> tuple[tu
     return tuple(out.items())
 
 
-def _is_config_map(path: Path) -> bool:
+def _is_config_map(path: Path, parsed: dict[Path, Located]) -> bool:
     """Files of another schema (the frontend rules, ``ninfer-frontend-map/1``) share the directory."""
     try:
-        loc = load_located(path)
+        loc = _compose(path, parsed)
     except LocatedError as exc:
         raise MappingError(str(exc), file=f"{path}:{exc.line}", rule="yaml_syntax") from None
     schema = loc.data.get("schema") if isinstance(loc.data, dict) else None

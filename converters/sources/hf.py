@@ -26,6 +26,9 @@ from converters.sources.safetensors import SafetensorsSource
 
 INDEX_NAME = "model.safetensors.index.json"
 CONFIG_NAME = "config.json"
+#: ModelOpt's quantization side file: with ``config.json``'s ``quantization_config``, what makes a checkpoint
+#: prequantized (docs/prequantized.md §Detection)
+QUANT_CONFIG_NAME = "hf_quant_config.json"
 RESOURCE_NAMES = (
     "tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "chat_template.json",
     "generation_config.json", "preprocessor_config.json", "video_preprocessor_config.json",
@@ -77,9 +80,10 @@ class HFCheckpoint(Source):
         self.resource_files: dict[str, Path] = {}
         try:
             self._open()
-            from converters.sources.prequantized import attach
+            if self.declares_quantization():  # the prequantized readers are imported only for such a source
+                from converters.sources.prequantized import attach
 
-            self.quantization = attach(self)  # docs/prequantized.md §Detection
+                self.quantization = attach(self)  # docs/prequantized.md §Detection
         except BaseException:
             self.close()
             raise
@@ -87,6 +91,11 @@ class HFCheckpoint(Source):
             self.close()
             raise SourceError(f"{CONFIG_NAME} is missing", file=str(self.path / CONFIG_NAME),
                               code="target_unavailable", category="missing", rule="hf_config_present")
+
+    def declares_quantization(self) -> bool:
+        """Whether the checkpoint declares a quantization (``quantization_config`` or ModelOpt's side file):
+        only then can :func:`converters.sources.prequantized.attach` find one."""
+        return (self.config or {}).get("quantization_config") is not None or (self.path / QUANT_CONFIG_NAME).is_file()
 
     def read_side_json(self, name: str):
         """Read the JSON side file ``name`` strictly, recording its digest, size and identity."""
