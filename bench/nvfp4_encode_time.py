@@ -6,8 +6,11 @@
   conversion asks for them), ``absmax`` and weighted (per-column importance), 1 and 2 codec threads, best
   of 3 after a warm-up call (which also loads or compiles the kernels: ``first_call_seconds``).
 - ``--convert``: a whole conversion to ``nvfp4`` (``converters.pipeline.convert.convert``, 2 workers, in
-  a child process) of a generated BF16 Qwen3 GGUF, beside ``cp`` + ``sync`` of the file (page cache warm).
-- ``--moe``: the same for a generated Qwen3-MoE GGUF with Q8_0 expert banks (bench/moe.py's generator).
+  a child process, timed from after its import: numba's import and kernel load on the first encode
+  count) of a generated BF16 Qwen3 GGUF, beside ``cp`` + ``fsync`` of the file (page cache warm); wall
+  and CPU seconds (all threads) of the best of 3.
+- ``--moe``: the same for a generated Qwen3-MoE GGUF with Q8_0 expert banks (bench/moe.py's generator;
+  128 experts of 256 rows, so the banks become nvfp4 with a divisor per expert).
 """
 
 from __future__ import annotations
@@ -24,11 +27,11 @@ import numpy as np
 
 CHILD = """
 import json, resource, sys, time
-t = time.perf_counter()
 from converters.pipeline.convert import convert
+cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+t, c = time.perf_counter(), cpu()
 convert(sys.argv[1], sys.argv[2], recipe="nvfp4", workers=2, artifact_id_from_content=True)
-ru = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"wall": time.perf_counter() - t, "cpu": ru.ru_utime + ru.ru_stime}))
+print(json.dumps({"wall": time.perf_counter() - t, "cpu": cpu() - c}))
 """
 
 
@@ -77,7 +80,9 @@ def conversion_times(src: Path, workdir: Path, repeats: int = 3) -> dict:
     for _ in range(repeats):
         cp.append(_cp(src, workdir / "copy.bin"))
         r = subprocess.run([sys.executable, "-c", CHILD, str(src), str(out)], capture_output=True, text=True,
-                           env=env, check=True)
+                           env=env)
+        if r.returncode:
+            raise SystemExit(f"conversion of {src} failed:\n{r.stderr[-3000:]}")
         conv.append(json.loads(r.stdout.strip().splitlines()[-1]))
         out.unlink()
     best = min(conv, key=lambda c: c["wall"])
@@ -109,9 +114,9 @@ def main() -> None:
     if a.moe:
         from bench.moe import write_bank_gguf
 
-        src = a.workdir / "qwen3moe-q8_0.gguf"
-        if not src.exists():
-            write_bank_gguf(src, 64 << 20, 128)
+        src = a.workdir / "qwen3moe-q8_0-256.gguf"
+        if not src.exists():  # 128 experts of 256 rows (whole 128-row tiles: nvfp4 banks, as bench/moe.py's)
+            write_bank_gguf(src, 128 * 256 * (2048 // 32 * 34), 128)
         res["convert_moe_q8_0"] = conversion_times(src, a.workdir)
     print(json.dumps(res, indent=1))
 

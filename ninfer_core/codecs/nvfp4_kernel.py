@@ -6,14 +6,17 @@ third of a second). Every kernel is ``njit(nogil=True, cache=True)``: compiled o
 (every constant ``np.float32``), with no ``fastmath``, so each value is the one numpy's float32 operations
 give; sums run in one fixed order (below), so the results are the same on every CPU.
 
-Per 16-element block of a row, one pass: ``y = x * divisor``; the block amax; the block scale
+Per row, ``y = x * divisor``; per 16-element block of it: the block amax; the block scale
 ``s = e4m3fn(min(amax / 6, 448))``; with importance weights the weighted search (docs/imatrix.md §Weighted
 search) over ``s`` and ``e4m3fn(min(amax / 6 * f, 448))`` for each factor ``f``, in that order, each scored
-by ``Σ_j (d_j·w_j)·d_j`` with ``d_j = y_j − s·e2m1(y_j / s)``, summed in float32 from ``j = 0`` to ``15`` (one
-lane per candidate), a candidate replacing the best only when its error is strictly lower; then
-``inv = 1/s`` (0 for ``s = 0``), the E2M1 code of ``y * inv`` (nearest, ties to the even pattern, saturated
-at ±6, sign from the sign bit: ``-0.0`` gives ``0x8``), two codes per byte (even column in the low nibble),
-the scale byte straight into its 128×4 tile, and the decoded value ``e2m1 · s / divisor``.
+by ``Σ_j t_j``, ``t_j = (d_j·w_j)·d_j``, ``d_j = y_j − s·e2m1(y_j / s)``, summed in float32 by halving
+(``t_j + t_{j+8}`` for ``j < 8``, then ``+ …_{j+4}`` for ``j < 4``, ``+ …_{j+2}``, ``+ …_{j+1}``), a candidate
+replacing the best only when its error is strictly lower; then ``inv = 1/s`` (0 for ``s = 0``), the E2M1
+code of ``y * inv`` (nearest, ties to the even pattern, saturated at ±6, sign from the sign bit: ``-0.0``
+gives ``0x8``), two codes per byte (even column in the low nibble), the scale byte straight into its 128×4
+tile, and the decoded value ``e2m1 · s / divisor``. Loops over a block's 16 elements are written so that
+LLVM vectorises them (integer max trees, selects instead of table look-ups); the candidates' sums are the
+one place where the order matters, and it is the one above.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ _NON_FINITE_BITS = 0x7F800000
 _M1, _M2, _M3, _M4 = np.float32(0.25), np.float32(0.75), np.float32(1.25), np.float32(1.75)
 _M5, _M6, _M7 = np.float32(2.5), np.float32(3.5), np.float32(5.0)
 _Q = tuple(np.float32(v) for v in (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0))
-LANES = 8  # candidates scored side by side (absmax + up to 7 factors)
+LANES = 8  # room for the weighted search's candidates: the absmax scale and up to 7 factors
 TILE_ROWS = 128
 
 
