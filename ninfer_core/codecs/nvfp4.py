@@ -40,19 +40,30 @@ F32_MAX = np.float32(np.finfo(np.float32).max)
 
 #: block-scale candidates of the weighted search, as factors of the absmax scale (docs/imatrix.md)
 BLOCK_SCALE_FACTORS = np.linspace(0.7, 1.0, 7, dtype=np.float32)
-_SEARCH_FACTORS = np.ascontiguousarray(BLOCK_SCALE_FACTORS[:-1])  # tried after the absmax scale, in order
-_NONE = np.empty((0, 0), dtype=np.float32)  # the kernel's "no weights" / "no decoded values"
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    """A read-only view: the kernels' inputs are always typed read-only (numba compiles one signature per
+    array type, and a read-only source array would otherwise compile a second one)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+_SEARCH_FACTORS = _readonly(np.ascontiguousarray(BLOCK_SCALE_FACTORS[:-1]))  # after the absmax scale, in order
+_E4M3_TABLE = _readonly(E4M3_VALUES)
+_NO_WEIGHTS = _readonly(np.empty((0, 0), dtype=np.float32))
+_NO_DECODED = np.empty((0, 0), dtype=np.float32)
 
 
 def _float32_rows(x: np.ndarray, r0: int, r1: int, name: str) -> np.ndarray:
-    """Rows ``[r0, r1)`` of ``x`` as a C-contiguous float32 array: a view when they are one, else a copy
-    (numpy's cast) into this thread's scratch buffer ``name``."""
+    """Rows ``[r0, r1)`` of ``x`` as an aligned C-contiguous float32 array, read-only: a view when they are
+    one, else a copy (numpy's cast) into this thread's scratch buffer ``name``."""
     xb = x[r0:r1]
-    if xb.dtype == np.float32 and xb.flags.c_contiguous:
-        return xb
-    out = scratch(name, xb.shape, np.float32)
-    np.copyto(out, xb, casting="unsafe")
-    return out
+    if not (xb.dtype == np.float32 and xb.flags.c_contiguous and xb.flags.aligned):
+        xb = scratch(name, xb.shape, np.float32)
+        np.copyto(xb, x[r0:r1], casting="unsafe")
+    return _readonly(xb)
 
 
 def unswizzle(tiles: np.ndarray, k: int) -> np.ndarray:
@@ -145,12 +156,12 @@ class NVFP4(Codec, fmt="nvfp4"):
 
         if r0 == 0:
             views["divisors"][...] = ctx.astype("<f4").view(np.uint8).reshape(-1, 4)
-        row_divisor = ctx[np.arange(r0, r1) // geom.extra["rows_per_divisor"]]
-        w = _NONE if weights is None else np.ascontiguousarray(weights, dtype=np.float32)
+        row_divisor = _readonly(ctx[np.arange(r0, r1) // geom.extra["rows_per_divisor"]])
+        w = _NO_WEIGHTS if weights is None else _readonly(np.require(weights, np.float32, ["C", "A"]))
         tiles = views["block_scales"][r0 // TILE_ROWS : r1 // TILE_ROWS]
         # decoded: the operations of decode_block on the codes and scales just chosen
-        nvfp4_kernel.encode_rows(_float32_rows(x, r0, r1, "nvfp4_rows"), row_divisor, w, _SEARCH_FACTORS,
-                                 E4M3_VALUES, views["codes"][r0:r1], tiles, _NONE if decoded is None else decoded)
+        nvfp4_kernel.encode_rows(_float32_rows(x, r0, r1, "nvfp4_rows"), row_divisor, w, _SEARCH_FACTORS, _E4M3_TABLE,
+                                 views["codes"][r0:r1], tiles, _NO_DECODED if decoded is None else decoded)
 
     @classmethod
     def check_block(cls, geom: Geometry, views: dict[str, np.ndarray], r0: int, r1: int) -> Tally:

@@ -103,6 +103,22 @@ def test_other_input_dtypes_and_strides_are_cast_as_numpy_casts():
     _same_as_reference(wide[:, ::2])
 
 
+def test_one_compiled_signature_whatever_the_input():
+    """Read-only, unaligned, cast and weighted inputs all run the same compiled kernels (each new array
+    type would compile, 3-5 s, and cache another copy)."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((128, 64)).astype(np.float32)
+    readonly = x.copy()
+    readonly.flags.writeable = False
+    unaligned = np.frombuffer(b"\0" + x.tobytes(), dtype=np.float32, offset=1).reshape(x.shape)
+    w = np.frombuffer(b"\0" + np.ones(64, np.float32).tobytes(), dtype=np.float32, offset=1)
+    for data in (x, readonly, unaligned, x.astype(ml_dtypes.bfloat16)):
+        _same_as_reference(data)
+    _same_as_reference(readonly, weights=w)
+    assert len(nvfp4_kernel.encode_rows.signatures) == 1
+    assert len(nvfp4_kernel.row_amax.signatures) == 1
+
+
 def test_first_non_finite_element_row_major_is_named():
     x = np.ones((384, 128), dtype=np.float32)
     x[300, 100] = np.inf
