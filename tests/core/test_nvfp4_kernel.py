@@ -47,7 +47,7 @@ def test_e4m3_rounding_is_ml_dtypes_cast_at_every_value_midpoint_and_neighbour()
     got = np.array([nvfp4_kernel.e4m3fn_code(v) for v in pts], dtype=np.uint8)
     np.testing.assert_array_equal(got, pts.astype(ml_dtypes.float8_e4m3fn).view(np.uint8))
     rng = np.random.default_rng(0)  # random float32 bit patterns of [0, 448], subnormals of float32 included
-    bits = rng.integers(0, np.float32(448).view(np.uint32), 3000, dtype=np.uint32)
+    bits = rng.integers(0, np.float32(448).view(np.uint32), 1000, dtype=np.uint32)
     pts = bits.view(np.float32)
     got = np.array([nvfp4_kernel.e4m3fn_code(v) for v in pts], dtype=np.uint8)
     np.testing.assert_array_equal(got, pts.astype(ml_dtypes.float8_e4m3fn).view(np.uint8))
@@ -170,10 +170,8 @@ def test_decoding_and_checking_never_import_numba():
     import subprocess
     import sys
 
-    code = ("import sys, numpy as np\nfrom ninfer_core import codecs\n"
+    code = ("import sys\nfrom ninfer_core import codecs\n"
             f"data = bytes(codecs.encoded_size('nvfp4', '{NV}', [128, 64]))\n"
             f"codecs.decode('nvfp4', '{NV}', [128, 64], data)\ncodecs.check('nvfp4', '{NV}', [128, 64], data)\n"
-            "assert 'numba' not in sys.modules and 'ninfer_core.codecs.nvfp4_kernel' not in sys.modules\n"
-            f"codecs.encode('nvfp4', '{NV}', np.ones((128, 64), np.float32))\n"
-            "assert 'ninfer_core.codecs.nvfp4_kernel' in sys.modules\n")
+            "assert 'numba' not in sys.modules and 'ninfer_core.codecs.nvfp4_kernel' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True)
