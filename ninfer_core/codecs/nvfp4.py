@@ -50,8 +50,8 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return v
 
 
-_SEARCH_FACTORS = _readonly(np.ascontiguousarray(BLOCK_SCALE_FACTORS[:-1]))  # after the absmax scale, in order
-_E4M3_TABLE = _readonly(E4M3_VALUES)
+#: the weighted search's candidates in the order tried: the absmax scale (factor 1), then the factors below 1
+_CANDIDATES = _readonly(np.concatenate([BLOCK_SCALE_FACTORS[-1:], BLOCK_SCALE_FACTORS[:-1]]))
 _NO_WEIGHTS = _readonly(np.empty((0, 0), dtype=np.float32))
 _NO_DECODED = np.empty((0, 0), dtype=np.float32)
 
@@ -160,7 +160,7 @@ class NVFP4(Codec, fmt="nvfp4"):
         w = _NO_WEIGHTS if weights is None else _readonly(np.require(weights, np.float32, ["C", "A"]))
         tiles = views["block_scales"][r0 // TILE_ROWS : r1 // TILE_ROWS]
         # decoded: the operations of decode_block on the codes and scales just chosen
-        nvfp4_kernel.encode_rows(_float32_rows(x, r0, r1, "nvfp4_rows"), row_divisor, w, _SEARCH_FACTORS, _E4M3_TABLE,
+        nvfp4_kernel.encode_rows(_float32_rows(x, r0, r1, "nvfp4_rows"), row_divisor, w, _CANDIDATES,
                                  views["codes"][r0:r1], tiles, _NO_DECODED if decoded is None else decoded)
 
     @classmethod

@@ -27,6 +27,7 @@ import numpy as np
 _F0, _F1, _F6 = np.float32(0.0), np.float32(1.0), np.float32(6.0)
 _E4M3_MAX = np.float32(448.0)
 _SUBNORMAL_STEPS = np.float32(512.0)  # 2**9: E4M3 subnormals are multiples of 2**-9
+_SUBNORMAL_STEP = np.float32(1.0 / 512.0)
 _ROUND_TO_INTEGER = np.float32(8388608.0)  # 2**23: (a + 2**23) - 2**23 rounds 0 <= a < 2**22 to nearest even
 _MIN_NORMAL_BITS = 0x3C800000  # float32 bits of 2**-6, the smallest normal E4M3 magnitude
 _NON_FINITE_BITS = 0x7F800000
@@ -34,22 +35,21 @@ _NON_FINITE_BITS = 0x7F800000
 _M1, _M2, _M3, _M4 = np.float32(0.25), np.float32(0.75), np.float32(1.25), np.float32(1.75)
 _M5, _M6, _M7 = np.float32(2.5), np.float32(3.5), np.float32(5.0)
 _Q = tuple(np.float32(v) for v in (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0))
-LANES = 8  # room for the weighted search's candidates: the absmax scale and up to 7 factors
 TILE_ROWS = 128
 
 
 @numba.njit(nogil=True, cache=True)
-def e4m3fn_code(v):
-    """E4M3FN bit pattern of a float32 ``v`` with ``|v| <= 448`` (finite): round to nearest, ties to even,
-    subnormals included, the sign bit kept — ml_dtypes' ``float8_e4m3fn`` cast on that range."""
-    bits = np.float32(v).view(np.uint32)
-    sign = (bits >> 24) & 0x80
-    mag = bits & 0x7FFFFFFF
-    if mag >= _MIN_NORMAL_BITS:  # drop 20 of the 23 mantissa bits, ties to even; a carry bumps the exponent
-        kept = (mag + 0x7FFFF + ((mag >> 20) & 1)) >> 20
-        return np.uint8(sign | (kept - (120 << 3)))  # exponent bias 127 → 7
-    steps = abs(v) * _SUBNORMAL_STEPS  # exact: a scaling by a power of two
-    return np.uint8(sign | np.int64((steps + _ROUND_TO_INTEGER) - _ROUND_TO_INTEGER))
+def e4m3fn_round(v):
+    """``(bit pattern, value)`` of a float32 ``0 <= v <= 448`` rounded to E4M3FN: nearest, ties to even,
+    subnormals included — ml_dtypes' ``float8_e4m3fn`` cast on that range. Branch-free (vectorises)."""
+    mag = np.float32(v).view(np.uint32)  # normal range: drop 20 of the 23 mantissa bits, ties to even (a carry
+    # bumps the exponent), code = the kept bits with the exponent bias 127 → 7; below 2**-6, steps of 2**-9
+    rounded = np.uint32((mag + np.uint32(0x7FFFF) + ((mag >> np.uint32(20)) & np.uint32(1))) & np.uint32(0xFFF00000))
+    steps = (v * _SUBNORMAL_STEPS + _ROUND_TO_INTEGER) - _ROUND_TO_INTEGER  # subnormal range: multiples of 2**-9
+    normal = mag >= np.uint32(_MIN_NORMAL_BITS)
+    code = (rounded >> np.uint32(20)) - np.uint32(120 << 3) if normal else np.uint32(steps)
+    value = rounded.view(np.float32) if normal else steps * _SUBNORMAL_STEP
+    return code, value
 
 
 @numba.njit(nogil=True, cache=True)
@@ -67,14 +67,13 @@ def _e2m1_magnitude(a):
 
 
 @numba.njit(nogil=True, cache=True)
-def _weighted_scale(y, w, base, absmax_code, factors, e4m3_values, scale, inv, terms, cand):
-    """Block scale code with the lowest ``Σ (d·w)·d`` among the absmax scale and ``factors`` (y, w: the
-    block's 16 scaled values and their weights; scale/inv/cand: LANES-long scratch, terms (LANES, 16))."""
-    n = factors.shape[0] + 1
-    for lane in range(n):
-        c = absmax_code if lane == 0 else e4m3fn_code(min(base * factors[lane - 1], _E4M3_MAX))
+def _weighted_scale(y, w, base, factors, cand, scale, inv, terms):
+    """Index of the lowest ``Σ (d·w)·d`` among the candidates ``e4m3fn(min(base·factors[i], 448))``
+    (``factors[0] = 1``: the absmax scale), the first one on a tie; fills cand/scale/inv for each."""
+    n = factors.shape[0]
+    for lane in range(n):  # each candidate a lane
+        c, s = e4m3fn_round(min(base * factors[lane], _E4M3_MAX))
         cand[lane] = c
-        s = e4m3_values[c]
         scale[lane] = s
         inv[lane] = _F1 / s if s > _F0 else _F0
     for lane in range(n):  # vectorised across the 16 elements
@@ -83,7 +82,7 @@ def _weighted_scale(y, w, base, absmax_code, factors, e4m3_values, scale, inv, t
             a = abs(y[j])  # d = |y| − q·s: the same square as y − sign(y)·q·s
             d = a - _e2m1_magnitude(a * s_inv) * s
             terms[lane, j] = (d * w[j]) * d
-    best, best_err = cand[0], _F0
+    best, best_err = 0, _F0
     for lane in range(n):  # the fixed order: j + 8, then j + 4, j + 2, j + 1 (halving)
         t = terms[lane]
         for j in range(8):
@@ -94,17 +93,18 @@ def _weighted_scale(y, w, base, absmax_code, factors, e4m3_values, scale, inv, t
             t[j] = t[j] + t[j + 2]
         e = t[0] + t[1]
         if lane == 0 or e < best_err:
-            best, best_err = cand[lane], e
+            best, best_err = lane, e
     return best
 
 
 @numba.njit(nogil=True, cache=True)
-def encode_rows(x, row_divisor, weights, factors, e4m3_values, codes, tiles, decoded):
+def encode_rows(x, row_divisor, weights, factors, codes, tiles, decoded):
     """Encode the rows of one row block (a multiple of 128 rows, starting on a tile row).
 
     x: float32 (rows, K); row_divisor: float32 (rows,); weights: float32 (0, 0) for absmax, else (1, K) or
-    (rows, K); factors: float32 (at most LANES - 1,); codes: uint8 (rows, K/2); tiles: uint8 (rows/128,
-    K/64*512), the block's scale tiles; decoded: float32 (rows, K), or (0, 0) for none."""
+    (rows, K); factors: float32, the weighted search's candidates in order, 1 (the absmax scale) first;
+    codes: uint8 (rows, K/2); tiles: uint8 (rows/128, K/64*512), the block's scale tiles; decoded: float32
+    (rows, K), or (0, 0) for none."""
     rows, k = x.shape
     nb = k // 16
     weighted, per_row_weights, want_decoded = weights.shape[0] > 0, weights.shape[0] > 1, decoded.shape[0] > 0
@@ -112,33 +112,40 @@ def encode_rows(x, row_divisor, weights, factors, e4m3_values, codes, tiles, dec
     y_bits = y.view(np.uint32)
     m16 = np.empty(16, np.uint32)
     c_row = np.empty(k, np.uint8)
-    s_row, inv_row = np.empty(nb, np.float32), np.empty(nb, np.float32)
-    scale, inv, cand = np.empty(LANES, np.float32), np.empty(LANES, np.float32), np.empty(LANES, np.uint8)
-    terms = np.empty((LANES, 16), np.float32)
+    amax_row = np.empty(nb, np.uint32)
+    sc_row, s_row, inv_row = np.empty(nb, np.uint32), np.empty(nb, np.float32), np.empty(nb, np.float32)
+    n = factors.shape[0]
+    cand, scale, inv = np.empty(n, np.uint32), np.empty(n, np.float32), np.empty(n, np.float32)
+    terms = np.empty((n, 16), np.float32)
     for r in range(rows):
         d = row_divisor[r]
         tile, rr = r // TILE_ROWS, r % TILE_ROWS
         for j in range(k):
             y[j] = x[r, j] * d
-        for b in range(nb):
-            c0 = 16 * b
-            for j in range(16):  # block amax: the largest sign-cleared bit pattern (a max tree of integers)
-                m16[j] = y_bits[c0 + j] & np.uint32(0x7FFFFFFF)
+        for b in range(nb):  # block amax: the largest sign-cleared bit pattern (a max tree of integers)
+            for j in range(16):
+                m16[j] = y_bits[16 * b + j] & np.uint32(0x7FFFFFFF)
             for j in range(8):
                 m16[j] = max(m16[j], m16[j + 8])
             for j in range(4):
                 m16[j] = max(m16[j], m16[j + 4])
-            amax = np.uint32(max(max(m16[0], m16[2]), max(m16[1], m16[3]))).view(np.float32)
-            base = amax / _F6
-            sc = e4m3fn_code(min(base, _E4M3_MAX))
-            if weighted:
-                w = weights[r if per_row_weights else 0]
-                sc = _weighted_scale(y[c0:c0 + 16], w[c0:c0 + 16], base, sc, factors, e4m3_values, scale, inv,
-                                     terms, cand)
-            s = e4m3_values[sc]
+            amax_row[b] = max(max(m16[0], m16[2]), max(m16[1], m16[3]))
+        for b in range(nb):  # absmax scales, vectorised across blocks
+            base = np.uint32(amax_row[b]).view(np.float32) / _F6
+            c, s = e4m3fn_round(min(base, _E4M3_MAX))
+            sc_row[b] = c
             s_row[b] = s
             inv_row[b] = _F1 / s if s > _F0 else _F0
-            tiles[tile, (b // 4) * 512 + (rr % 32) * 16 + (rr // 32) * 4 + b % 4] = sc
+        if weighted:
+            w = weights[r if per_row_weights else 0]
+            for b in range(nb):
+                c0 = 16 * b
+                base = np.uint32(amax_row[b]).view(np.float32) / _F6
+                best = _weighted_scale(y[c0:c0 + 16], w[c0:c0 + 16], base, factors, cand, scale, inv, terms)
+                if best:
+                    sc_row[b], s_row[b], inv_row[b] = cand[best], scale[best], inv[best]
+        for b in range(nb):
+            tiles[tile, (b // 4) * 512 + (rr % 32) * 16 + (rr // 32) * 4 + b % 4] = sc_row[b]
         for b in range(nb):  # codes (and decoded values), vectorised across the block's 16 elements
             c0, s, s_inv = 16 * b, s_row[b], inv_row[b]
             for j in range(16):
