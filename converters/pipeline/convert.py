@@ -491,8 +491,8 @@ def _write(model: Model, plan: Plan, objects: list, producer: Producer, result: 
     writer = declare_writer(model, plan, objects, result, max_file_bytes=max_file_bytes, artifact_id=artifact_id,
                             artifact_id_from_content=artifact_id_from_content)
     try:
-        writer.plan()
-        writer.replace_provenance(provenance_of(model, plan, objects, result))
+        writer.plan()  # with the reserved provenance: the real one replaces it below once errors are measured,
+        # and is the same when no object is measured (docs/io-speed.md §Fixed costs)
 
         measured: dict[tuple, ErrorStats | BlockErrors] = {}  # (object id, share index) -> errors measured
 
