@@ -18,7 +18,10 @@ form a model hub publishes and a user requantizes. Three conversions of it, each
 against ``cp -r`` of the directory + ``sync`` of its files: every side ``repeats`` times, interleaved, the
 page cache dropped before each run (bench/timing.py); each row's ratio is the best ``cp`` over its best
 conversion. Each row also reports MB/s of source, the rate per worker and per CPU second next to
-llama-quantize's (:data:`PEER_MBPS_PER_THREAD`, a published figure, not measured here), and the measured
+llama-quantize's (:data:`PEER_MBPS_PER_THREAD`, a published figure, not measured here),
+``ratio_at_full_cpu_use`` (``cp`` over the conversion's CPU seconds per worker: the ratio its CPU work
+would allow with every worker busy, nothing else running and reading overlapped — how far the wall time
+is from it is waiting, on the disk or on the machine's other work), and the measured
 error of what was written (worst cosine, a digest of every object's error: a later run compares them to
 see that a faster encoder did not change the error).
 """
@@ -28,6 +31,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -108,9 +112,11 @@ def run(workdir: Path, scale: float = 1.0, repeats: int = DEFAULT_REPEATS, drop_
     layers = source_layers(scale, DIMS)
     cfg = qwen35.config(num_hidden_layers=layers, **DIMS)
     hf = workdir / "qwen35-requantize-hf"
+    started = time.perf_counter()
     qwen35.write_hf_dir(hf, cfg, shards=4)
     imatrix = workdir / "qwen35-requantize.imatrix"
     entries = write_imatrix(imatrix, cfg)
+    generate_seconds = time.perf_counter() - started
     size = _size(hf)
     out = workdir / "requantized.ninfer"
     results: dict[str, list[dict]] = {name: [] for name in TARGETS}
@@ -133,7 +139,8 @@ def run(workdir: Path, scale: float = 1.0, repeats: int = DEFAULT_REPEATS, drop_
         shutil.rmtree(hf, ignore_errors=True)
     source = {"source": f"generated bf16 HF directory, Qwen3.5-shaped, {layers} layers (tinymodels.qwen35, "
                         "bench/convert.py DIMS)", "source_bytes": size, "layers": layers, "workers": workers,
-              "cpus": os.cpu_count(), "repeats": repeats, "page_cache_dropped": dropped}
+              "cpus": os.cpu_count(), "repeats": repeats, "page_cache_dropped": dropped,
+              "generate_seconds": round(generate_seconds, 1)}
     cp_s = min(runs["cp"])
     rows = []
     for name, (recipe, weighted, target) in TARGETS.items():
@@ -149,6 +156,7 @@ def run(workdir: Path, scale: float = 1.0, repeats: int = DEFAULT_REPEATS, drop_
                   "MB_per_cpu_second": round(size / cpu_s / 1e6, 1),
                   "peer_llama_quantize_q4_0_MBps_per_thread": PEER_MBPS_PER_THREAD,
                   "per_cpu_second_vs_peer": round(size / cpu_s / 1e6 / PEER_MBPS_PER_THREAD, 3),
+                  "ratio_at_full_cpu_use": round(cp_s / (cpu_s / workers), 3),
                   "peak_rss_bytes": max(r["peak_rss_bytes"] for r in done),
                   "exactness": summary["exactness"], "worst_cosine": summary.get("worst_cosine"),
                   "measured_error": {**done[best]["measured_error"], "same_in_every_run": len(digests) == 1},

@@ -19,7 +19,8 @@ def test_speed_rows_at_a_tiny_scale(tmp_path, monkeypatch):
         assert row["value"] > 0 and row["met"] == (row["value"] >= requantize.TARGETS[name][2])
         assert set(d["runs"]) == {"cp", name} and all(len(v) == 1 and v[0] > 0 for v in d["runs"].values())
         assert d["source_bytes"] > 0 and d["layers"] % 4 == 0 and not d["page_cache_dropped"]
-        assert d["source_MBps"] > 0 and d["MB_per_cpu_second"] > 0
+        assert d["source_MBps"] > 0 and d["MB_per_cpu_second"] > 0 and d["ratio_at_full_cpu_use"] > 0
+        assert d["cpu_seconds"] in d["runs_cpu_seconds"] and d["generate_seconds"] >= 0
         assert d["exactness"]["requantized"] > 0 and 0.9 < d["worst_cosine"]["cosine"] < 1
         assert len(d["measured_error"]["sha256"]) == 64 and d["measured_error"]["same_in_every_run"]
     gi, _, weighted = (r["detail"] for r in rows)
