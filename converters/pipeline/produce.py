@@ -292,7 +292,8 @@ class Producer:
             if pieces is not None and tuple(pieces) != tuple(obj.pieces):
                 raise ConversionError(f"{obj.id}: an object encoded whole with one divisor cannot be made in "
                                       "shares", rule="plane_geometry")
-            values = np.concatenate([self.values(pc, obj, 0, pc.rows) for pc in obj.pieces])
+            parts = [self.values(pc, obj, 0, pc.rows) for pc in obj.pieces]
+            values = parts[0] if len(parts) == 1 else np.concatenate(parts)  # one piece: no copy
             yield self.encode_block(obj, 0, values, stats, divisors=obj.divisors, weights=self.stacked_weights(obj))
             return
         width = max(1, int(np.prod(tail)) if tail else 1)
