@@ -18,8 +18,10 @@ from collections.abc import Iterable
 from collections.abc import Mapping as TMapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from converters.errors import MappingError, TransformError
-from converters.mapping import expr
+from converters.mapping import expr, transforms
 from converters.mapping.chain import Chain, resolve_chain
 from converters.mapping.schema import LAYER_PLACEHOLDER, Mapping, ParameterRule, SourceRule
 
@@ -281,6 +283,32 @@ def _bind_rule(m: Mapping, rule: ParameterRule, kind: str, env: dict, layer: int
                                   tied_to=_fill(rule.tied_to, local) if tied else None, rule=rule, mapping=m,
                                   bank=_fill(rule.bank, local) if rule.bank else None))
     return out
+
+
+def rule_columns(p: BoundParameter, kind: str, tensor: str, columns: int,
+                 config_env: TMapping[str, object]) -> np.ndarray | None:
+    """The column map ``p``'s ``kind`` source rule applies when it reads ``tensor`` of ``columns`` columns
+    (logical column ``j`` is source column ``map[j]``), or None when that rule keeps the columns in order.
+    Only the rule's column transforms are evaluated: the rows of ``tensor`` need not be known (an importance
+    vector of a GGUF tensor, ordered as llama.cpp stores it, read for a parameter bound from another source
+    kind: docs/imatrix.md §Name mapping). Raises ``LookupError`` when no ``kind`` rule of ``p`` reads
+    ``tensor``. ``config_env``: the integer config fields the binding evaluated its expressions with
+    (``BoundModel.env``)."""
+    local = evaluate_symbols(p.mapping, config_env)
+    if p.layer is not None:
+        local[LAYER_PLACEHOLDER] = p.layer
+    sr = p.rule.sources.get(kind)
+    for choice in sr.choices() if sr is not None else ():
+        try:
+            if _fill(choice.tensor, local) != tensor:
+                continue
+        except MappingError:  # a name with placeholders of another binding (a prefix): not this tensor
+            continue
+        steps = [(st.name, {a: _eval(e, local, p.mapping, ("parameters", p.rule.group, p.rule.name, st.name, a))
+                            for a, e in st.args})
+                 for st in choice.transforms if transforms.get(st.name).kind == "columns"]
+        return resolve_chain((1, columns), steps).columns
+    raise LookupError(f"no {kind} rule of {p.name} reads {tensor}")
 
 
 def _repeat_indices(m: Mapping, rule: ParameterRule, env: dict) -> list[dict[str, int]]:

@@ -323,7 +323,8 @@ def open_conversion(source, output, *, recipe: str | Path | None = None, templat
             plan = plan_conversion(model, rec, only_layer=only_layer, proposal=proposal)
             objects = apply_template(plan, tpl) if tpl is not None else list(plan.objects)
             if weights is not None:
-                plan.importance = plan_importance(weights, objects, model.sources, plan.bound.architecture)
+                plan.importance = plan_importance(weights, objects, model.sources, plan.bound.architecture,
+                                                  bound=plan.bound)
             yield Conversion(model, rec, plan, objects, Result(output, plan, objects, dry_run),
                              Producer(model.sources, hadamard_seed=rec.hadamard_seed, importance=plan.importance))
     finally:

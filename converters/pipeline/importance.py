@@ -2,7 +2,9 @@
 
 :func:`plan_importance` looks up, for every ``encode`` piece of every planned tensor, its source tensor's
 entry in the importance file (by GGUF name; an HF tensor's name is first turned into its GGUF name with
-gguf-py's tensor name map for the model's GGUF architecture), applies the chain's column map to it and
+gguf-py's tensor name map for the model's GGUF architecture), orders its columns as the piece's (the
+chain's column map for a GGUF source; for another source the column map of the mapping's GGUF rule for
+that tensor, since the file follows llama.cpp's GGUF order) and
 keeps the float32 vector, normalised to mean 1. What cannot be weighted — no entry, a length that is not
 the tensor's column count, a rotated piece, a format without a weighted search — is encoded unweighted and
 recorded with the reason. The producer asks :meth:`Importance.weights` per piece; provenance takes
@@ -15,6 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from converters.errors import MappingError, TransformError
+from converters.mapping.binder import BoundModel, rule_columns
 from converters.mapping.chain import RowRun
 from converters.pipeline.planned import Piece, PlannedTensor
 from converters.sources.imatrix import Imatrix
@@ -45,10 +49,14 @@ class Importance:
                 "missing": dict(sorted(self.missing.items()))}
 
 
-def plan_importance(imatrix: Imatrix, objects: list, sources: dict, architecture: str) -> Importance:
-    """Weights for every requantized piece of ``objects`` that the file covers (module docstring)."""
+def plan_importance(imatrix: Imatrix, objects: list, sources: dict, architecture: str, *,
+                    bound: BoundModel | None = None) -> Importance:
+    """Weights for every requantized piece of ``objects`` that the file covers (module docstring).
+    ``bound``: the binding, whose GGUF rules give the column order of an entry read for a piece bound from
+    another source kind (without it, such pieces are not weighted)."""
     imp = Importance(imatrix)
     names = _NameMap(architecture)
+    columns = _GgufColumns(bound)
     for o in objects:
         if not isinstance(o, PlannedTensor):
             continue
@@ -60,7 +68,7 @@ def plan_importance(imatrix: Imatrix, objects: list, sources: dict, architecture
             imp.objects[o.id] = {"used": False, "reason": f"{o.format} has no importance-weighted search"}
             continue
         for pc in enc:
-            vec, why = _vector(imatrix, pc, sources, names)
+            vec, why = _vector(imatrix, pc, sources, names, columns)
             if vec is None:
                 reasons[pc.parameter] = why
                 if why.startswith("no entry"):
@@ -78,20 +86,27 @@ def plan_importance(imatrix: Imatrix, objects: list, sources: dict, architecture
     return imp
 
 
-def _vector(imatrix: Imatrix, pc: Piece, sources: dict, names: _NameMap) -> tuple[np.ndarray | None, str]:
+def _vector(imatrix: Imatrix, pc: Piece, sources: dict, names: _NameMap,
+            gguf_columns: _GgufColumns) -> tuple[np.ndarray | None, str]:
     src = pc.source
     if pc.hadamard_width is not None or pc.source_hadamard is not None:
         return None, "rotated values (Hadamard): a per-column importance does not apply"
     if src.stack or src.transposed:
         return None, "stacked or transposed source tensors are not weighted"
-    source = sources.get(src.input)
-    name = names.gguf_name(src.tensor, getattr(source, "kind", "gguf"))
+    kind = getattr(sources.get(src.input), "kind", "gguf")
+    name = names.gguf_name(src.tensor, kind)
     entry = imatrix.entries.get(name) if name is not None else None
     if entry is None:
         return None, f"no entry for {name or src.tensor} in {imatrix.path.name}"
     chain = src.chain
-    if entry.shape[1] != chain.source_columns:
-        return None, f"the entry has {entry.shape[1]} columns, the tensor {chain.source_columns}"
+    if kind == "gguf":  # the entry's columns are the source tensor's
+        if entry.shape[1] != chain.source_columns:
+            return None, f"the entry has {entry.shape[1]} columns, the tensor {chain.source_columns}"
+        cols = chain.columns
+    else:  # the entry's columns are in llama.cpp's order: the mapping's GGUF rule for the tensor orders them
+        cols, why = gguf_columns(pc.parameter, name, entry.shape[1])
+        if why:
+            return None, why
     if entry.shape[0] == 1:
         row = entry[0]
     else:
@@ -99,8 +114,8 @@ def _vector(imatrix: Imatrix, pc: Piece, sources: dict, names: _NameMap) -> tupl
         if e is None:
             return None, f"the entry holds {entry.shape[0]} matrices and the piece's rows are not one of them"
         row = entry[e]
-    if chain.columns is not None:
-        row = row[chain.columns]
+    if cols is not None:
+        row = row[cols]
     mean = float(row.mean(dtype=np.float64))
     w = row / np.float32(mean) if mean > 0 else np.ones_like(row)
     return np.ascontiguousarray(w + WEIGHT_FLOOR, dtype=np.float32), ""
@@ -116,6 +131,25 @@ def _expert(chain, rows: int, nmat: int) -> int | None:
     ids = ids[0:rows]
     lo, hi = (ids.start, ids.start + ids.length - 1) if isinstance(ids, RowRun) else (int(np.min(ids)), int(np.max(ids)))
     return lo // per if lo // per == hi // per else None
+
+
+class _GgufColumns:
+    """Parameter name, GGUF tensor name → the column map of the mapping's GGUF rule for it (binder.rule_columns)."""
+
+    def __init__(self, bound: BoundModel | None) -> None:
+        self.bound = bound
+        self.params = {p.name: p for p in bound.parameters} if bound is not None else {}
+
+    def __call__(self, parameter: str, tensor: str, columns: int) -> tuple[np.ndarray | None, str]:
+        p = self.params.get(parameter)
+        if p is None:
+            return None, f"the column order of {tensor} for {parameter} is unknown (no binding given)"
+        try:
+            return rule_columns(p, "gguf", tensor, columns, self.bound.env), ""
+        except LookupError:
+            return None, f"no gguf rule of the mapping for {parameter} reads {tensor}: its column order is unknown"
+        except (MappingError, TransformError) as exc:
+            return None, f"the gguf rule of {parameter} does not apply to {tensor} of {columns} columns: {exc.message}"
 
 
 class _NameMap:

@@ -137,6 +137,25 @@ def test_column_maps_apply_to_the_vector(tmp_path):
     assert checked, "the tiny Qwen3.5 has column-permuted parameters (V-head order)"
 
 
+def test_hf_source_orders_the_entry_as_the_gguf_rule_does(tmp_path):
+    """An imatrix is recorded on llama.cpp's GGUF tensors: ssm_out's input columns tiled per value head. An HF
+    Qwen3.5 (columns grouped) must get each object the same vector as the GGUF of the same model."""
+    qwen35.write_gguf(tmp_path / "q35.gguf", CFG35, matrix_type="F32")
+    qwen35.write_hf_dir(tmp_path / "q35-hf", CFG35)
+    entries = _entries(tmp_path / "q35.gguf")
+    write_gguf_imatrix(tmp_path / "q35.imatrix", entries)
+    vectors = {}
+    for src in ("q35.gguf", "q35-hf"):
+        with open_conversion(tmp_path / src, tmp_path / "o.ninfer", recipe="groupwise-int", dry_run=True,
+                             imatrix=tmp_path / "q35.imatrix") as c:
+            vectors[src] = dict(c.plan.importance.vectors)
+    permuted = [k for k in vectors["q35.gguf"] if "gdn/output" in k[0]]
+    assert permuted, "the tiny Qwen3.5 has gdn output objects"
+    for key, want in vectors["q35.gguf"].items():
+        np.testing.assert_array_equal(vectors["q35-hf"].get(key), want, err_msg=str(key))
+    assert vectors["q35-hf"].keys() == vectors["q35.gguf"].keys()
+
+
 def test_a_bad_importance_file_is_refused_before_anything_is_written(made, tmp_path):
     d, _ = made
     bad = tmp_path / "bad.dat"
