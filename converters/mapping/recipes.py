@@ -59,6 +59,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -218,33 +219,63 @@ def load_recipe(name_or_path: str | Path, *, known_roles: set[str] | None = None
         data = path.read_bytes()
     except OSError as exc:
         raise RecipeError(f"cannot read the recipe: {exc.strerror}", file=str(path), rule="recipe_read") from None
-    roles = frozenset(known_roles) if known_roles is not None else frozenset(all_mapping_roles())
+    roles = frozenset(known_roles) if known_roles is not None else None
     return _load(str(path), hashlib.sha256(data).hexdigest(), roles)
+
+
+def _shipped_mappings() -> Iterator[Path]:
+    """Every mapping file of every registered architecture, in architecture order."""
+    from converters.mapping.schema import MAPPINGS_DIR
+    from converters.model.architectures import ARCHITECTURE_MODULES, module
+
+    for arch in ARCHITECTURE_MODULES:
+        for file in module(arch).MAPPINGS.values():
+            yield MAPPINGS_DIR / file
 
 
 def all_mapping_roles() -> set[str]:
     """Roles named by every mapping file of every registered architecture (their parameters' ``role``, read
     without validating each whole file: :func:`converters.mapping.loader.parameter_roles`)."""
     from converters.mapping.loader import parameter_roles
-    from converters.mapping.schema import MAPPINGS_DIR
-    from converters.model.architectures import ARCHITECTURE_MODULES, module
 
-    roles: set[str] = set()
-    for arch in ARCHITECTURE_MODULES:
-        for file in module(arch).MAPPINGS.values():
-            roles |= parameter_roles(MAPPINGS_DIR / file)
-    return roles
+    return set().union(*(parameter_roles(path) for path in _shipped_mappings()))
+
+
+class KnownRoles:
+    """The roles a recipe may name: ``roles`` when given, else those of every shipped mapping, read one
+    mapping file at a time only until a check is answered — a recipe whose roles are all found early reads
+    no further (docs/io-speed.md §Fixed costs); a role no mapping names reads them all, as before."""
+
+    def __init__(self, roles: Iterable[str] | None = None) -> None:
+        self._roles = set(roles) if roles is not None else set()
+        self._unread: Iterator[Path] = iter(()) if roles is not None else _shipped_mappings()
+
+    def any(self, test: Callable[[str], bool]) -> bool:
+        """Whether some known role passes ``test``."""
+        from converters.mapping.loader import parameter_roles
+
+        if any(test(r) for r in self._roles):
+            return True
+        for path in self._unread:
+            found = parameter_roles(path)
+            self._roles |= found
+            if any(test(r) for r in found):
+                return True
+        return False
+
+    def __contains__(self, role: object) -> bool:
+        return self.any(lambda r: r == role)
 
 
 @cache
-def _load(path: str, sha256: str, known_roles: frozenset[str]) -> Recipe:
+def _load(path: str, sha256: str, known_roles: frozenset[str] | None) -> Recipe:
     try:
         doc = load_located(path)
     except LocatedError as exc:
         raise RecipeError(str(exc), file=f"{path}:{exc.line}", rule="yaml") from None
     except UnicodeDecodeError:
         raise RecipeError("not UTF-8", file=path, rule="yaml") from None
-    return _Validator(doc, sha256, known_roles).recipe()
+    return _Validator(doc, sha256, KnownRoles(known_roles)).recipe()
 
 
 class _Validator:
@@ -256,7 +287,7 @@ class _Validator:
     GROUP = {"members": True, "format": True, "encoder": False, "fallback": False, "divisors": False,
              "when_inexact": False}
 
-    def __init__(self, doc: Located, sha256: str, known_roles: frozenset[str]) -> None:
+    def __init__(self, doc: Located, sha256: str, known_roles: KnownRoles) -> None:
         self.doc, self.sha256, self.known = doc, sha256, known_roles
 
     def fail(self, path: tuple, message: str, rule: str = "recipe_schema") -> RecipeError:
@@ -350,8 +381,8 @@ class _Validator:
             path = ("roles", pattern)
             if not isinstance(pattern, str) or not ROLE_PATTERN_RE.fullmatch(pattern):
                 raise self.fail(path, f"{pattern!r} is not a role (mlp.gate) or pattern (mlp.*, *)")
-            if pattern != "*" and not any(r == pattern or (pattern.endswith(".*") and r.startswith(pattern[:-1]))
-                                          for r in self.known):
+            if pattern != "*" and not self.known.any(
+                    lambda r, p=pattern: r == p or (p.endswith(".*") and r.startswith(p[:-1]))):
                 raise self.fail(path, f"{pattern!r} matches no role of any mapping", rule="unknown_role")
             if isinstance(spec, dict) and "same_as" in spec:
                 out.append(self.shared_role(pattern, spec, path, policy))
