@@ -172,6 +172,15 @@ def as_u8(data, what: str = "data") -> np.ndarray:
 _local = threading.local()
 
 
+def kernel_input(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a``, the one array type the compiled encode kernels take for what they only
+    read: numba compiles one signature per array type, so a writeable and a read-only input (a mapped
+    source) would otherwise compile the kernel twice (docs/imatrix.md §Requantization speed)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
 def scratch(name: str, shape: Sequence[int], dtype) -> np.ndarray:
     """A reusable per-thread buffer ``name`` viewed as ``shape``/``dtype`` (contents undefined).
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..findings import Finding
 from . import bitpack
-from .base import Codec, Geometry, PlaneSpec, Tally, fail, run_row_blocks, scratch
+from .base import Codec, Geometry, PlaneSpec, Tally, fail, kernel_input, run_row_blocks, scratch
 from .fp8_row import E4M3_MAX, E4M3_VALUES
 
 E2M1_VALUES = np.arange(16, dtype=np.uint8).view(ml_dtypes.float4_e2m1fn).astype(np.float32)
@@ -42,17 +42,9 @@ F32_MAX = np.float32(np.finfo(np.float32).max)
 BLOCK_SCALE_FACTORS = np.linspace(0.7, 1.0, 7, dtype=np.float32)
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
-    """A read-only view: the kernels' inputs are always typed read-only (numba compiles one signature per
-    array type, and a read-only source array would otherwise compile a second one)."""
-    v = a.view()
-    v.flags.writeable = False
-    return v
-
-
 #: the weighted search's candidates in the order tried: the absmax scale (factor 1), then the factors below 1
-_CANDIDATES = _readonly(np.concatenate([BLOCK_SCALE_FACTORS[-1:], BLOCK_SCALE_FACTORS[:-1]]))
-_NO_WEIGHTS = _readonly(np.empty((0, 0), dtype=np.float32))
+_CANDIDATES = kernel_input(np.concatenate([BLOCK_SCALE_FACTORS[-1:], BLOCK_SCALE_FACTORS[:-1]]))
+_NO_WEIGHTS = kernel_input(np.empty((0, 0), dtype=np.float32))
 _NO_DECODED = np.empty((0, 0), dtype=np.float32)
 
 
@@ -63,7 +55,7 @@ def _float32_rows(x: np.ndarray, r0: int, r1: int, name: str) -> np.ndarray:
     if not (xb.dtype == np.float32 and xb.flags.c_contiguous and xb.flags.aligned):
         xb = scratch(name, xb.shape, np.float32)
         np.copyto(xb, x[r0:r1], casting="unsafe")
-    return _readonly(xb)
+    return kernel_input(xb)
 
 
 def unswizzle(tiles: np.ndarray, k: int) -> np.ndarray:
@@ -156,8 +148,8 @@ class NVFP4(Codec, fmt="nvfp4"):
 
         if r0 == 0:
             views["divisors"][...] = ctx.astype("<f4").view(np.uint8).reshape(-1, 4)
-        row_divisor = _readonly(ctx[np.arange(r0, r1) // geom.extra["rows_per_divisor"]])
-        w = _NO_WEIGHTS if weights is None else _readonly(np.require(weights, np.float32, ["C", "A"]))
+        row_divisor = kernel_input(ctx[np.arange(r0, r1) // geom.extra["rows_per_divisor"]])
+        w = _NO_WEIGHTS if weights is None else kernel_input(np.require(weights, np.float32, ["C", "A"]))
         tiles = views["block_scales"][r0 // TILE_ROWS : r1 // TILE_ROWS]
         # decoded: the operations of decode_block on the codes and scales just chosen
         nvfp4_kernel.encode_rows(_float32_rows(x, r0, r1, "nvfp4_rows"), row_divisor, w, _CANDIDATES,

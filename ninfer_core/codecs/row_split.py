@@ -24,7 +24,7 @@ from typing import ClassVar
 import numpy as np
 
 from . import bitpack
-from .base import ENCODERS, Codec, Geometry, PlaneSpec, Tally, align_up, fail, scratch
+from .base import ENCODERS, Codec, Geometry, PlaneSpec, Tally, align_up, fail, kernel_input, scratch
 
 ROW_ALIGN = 128
 
@@ -143,7 +143,7 @@ class RowSplitCodec(Codec):
 
         k, kp = geom.extra["K"], geom.extra["Kp"]
         rows = r1 - r0
-        if k == kp and x.dtype == np.float32 and x.flags.writeable:  # the kernel's one signature: writeable arrays
+        if k == kp and x.dtype == np.float32 and x.flags.aligned:
             xb = np.ascontiguousarray(x[r0:r1])
         else:
             xb = scratch("input", (rows, kp), np.float32)
@@ -155,8 +155,9 @@ class RowSplitCodec(Codec):
         else:  # unweighted mse: every weight 1 (absmax reads none)
             w = np.ones((1, kp), dtype=np.float32)
         high = views["high"][r0:r1] if cls.high_bits else _NO_BYTES
-        first = row_split_kernel.encode_rows(
-            xb, w, search, cls.mse_factors, cls.group, cls.vmin, cls.search_vmin(), cls.vmax, cls.offset_codes,
+        first = row_split_kernel.encode_rows(  # what it only reads as read-only views: its one signature
+            kernel_input(xb), kernel_input(w), search, cls.mse_factors, cls.group, cls.vmin, cls.search_vmin(),
+            cls.vmax, cls.offset_codes,
             cls.low_bits, cls.high_bits, views["low"][r0:r1], high, views["scale"][r0:r1].view(np.uint16),
             _NO_VALUES if decoded is None else decoded, k)
         if first >= 0:
@@ -188,8 +189,8 @@ class RowSplitCodec(Codec):
 
 
 def _padded_weights(w: np.ndarray, k: int, kp: int) -> np.ndarray:
-    """``(rows or 1, Kp)`` writeable float32 weights, padding columns weighted 0."""
-    if k == kp and w.dtype == np.float32 and w.flags.c_contiguous and w.flags.writeable:
+    """``(rows or 1, Kp)`` C-contiguous aligned float32 weights, padding columns weighted 0."""
+    if k == kp and w.dtype == np.float32 and w.flags.c_contiguous and w.flags.aligned:
         return w
     out = np.zeros((w.shape[0], kp), dtype=np.float32)
     out[:, :k] = w

@@ -102,6 +102,7 @@ def test_other_input_types_and_read_only_arrays_encode_as_their_float32_values(f
     w = np.linspace(0.5, 2, 256, dtype=np.float32)
     w.flags.writeable = False
     assert codecs.encode(fmt, RS, ro, weights=w) == codecs.encode(fmt, RS, ro, weights=w.copy())
+    assert len(row_split_kernel.encode_rows.signatures) == 1  # read-only, cast and weighted inputs: one kernel
 
 
 @pytest.mark.parametrize("fmt", ["q4_g64_fp16", "q2_g64_fp16", "q8_g32_fp16"])
