@@ -394,7 +394,13 @@ class Producer:
 
     def transcode_block(self, obj: PlannedTensor, pc: Piece, rows: TensorRows, a: int, b: int) -> Block:
         chain = pc.source.chain
-        raw = rows.raw(chain.row_ids(a, b))
+        ids = chain.row_ids(a, b)
+        if isinstance(rows, TensorRows) and rows.storage.row_bytes is not None:  # docs/io-speed.md §Source reads
+            span = ids.stop - ids.start if isinstance(ids, slice) else \
+                int(ids.max()) - int(ids.min()) + 1 if len(ids) else 0
+            raw = rows.raw(ids, into=scratch("source_rows", (span * rows.storage.row_bytes,), np.uint8))
+        else:
+            raw = rows.raw(ids)
         if chain.columns is not None and pc.deferred_columns is None and pc.column_groups is None:
             st = rows.storage
             n = raw.shape[0]
@@ -403,7 +409,7 @@ class Producer:
         inner = axis0_rows(obj.shape)
         shape = ((b - a) // inner, *obj.shape[1:])
         data = codecs.transcode_ggml(pc.source_type, np.ascontiguousarray(raw), shape, obj.format,
-                                     tensor=pc.source.tensor, as_array=True)
+                                     tensor=pc.source.tensor, as_array=True, inline=True)
         if pc.column_groups is not None:
             data = permute_column_groups(obj.format, shape, data, block_permutation(chain.columns, pc.column_groups))
         return Block((pc.row_start + a) // inner, (pc.row_start + b) // inner, data, shape)

@@ -6,15 +6,17 @@ or reordering rows never splits a block; that is what lets Q8_0 rows be moved an
 exactly (storage-layouts §6).
 
 Each read maps only the file range it needs (``np.memmap`` of the block's byte span) and the map goes
-away with the array. :meth:`converters.sources.Source.raw` keeps one map of the whole file open, so every
-page a conversion touches would stay resident and count against the process for the whole run; mapping
-per block keeps memory flat in model size. Offsets and lengths come
+away with the array; a caller that reuses a buffer has the span read into it with ``pread`` instead
+(``raw(into=…)``, docs/io-speed.md §Source reads). :meth:`converters.sources.Source.raw` keeps one map of
+the whole file open, so every page a conversion touches would stay resident and count against the process
+for the whole run; mapping per block keeps memory flat in model size. Offsets and lengths come
 from the strict parsers' :class:`~converters.sources.SourceTensor`, already checked against the file.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,18 +108,48 @@ class TensorRows:
                        shape=(count * s.row_bytes,))
         return mm.reshape(count, s.row_bytes)
 
-    def raw(self, ids: slice | np.ndarray) -> np.ndarray:
-        """Raw bytes of the selected rows, ``[n, row_bytes]`` (a mapped view for a slice, else a copy)."""
+    def raw(self, ids: slice | np.ndarray, *, into: np.ndarray | None = None) -> np.ndarray:
+        """Raw bytes of the selected rows, ``[n, row_bytes]`` (a mapped view for a slice, else a copy).
+
+        ``into``: a uint8 buffer the caller reuses, at least the byte span of the rows (``min(ids)`` to
+        ``max(ids)``): the span is read into it with ``pread`` instead of being mapped, and a slice's rows
+        are a view of it (docs/io-speed.md §Source reads)."""
         if self.quantized is not None:
             return self.source.raw(self.tensor.name)  # raises: a prequantized weight has no row bytes
+        span = self._map if into is None else lambda first, count: self._read(first, count, into)
         if isinstance(ids, slice):
             start, stop, _ = ids.indices(self.storage.rows)
-            return self._map(start, stop - start)
+            return span(start, stop - start)
         ids = np.asarray(ids, dtype=np.int64)
         if len(ids) == 0:
             return self._map(0, 0)
         lo, hi = int(ids.min()), int(ids.max()) + 1
-        return np.ascontiguousarray(self._map(lo, hi - lo)[ids - lo])
+        return np.ascontiguousarray(span(lo, hi - lo)[ids - lo])
+
+    def _read(self, first: int, count: int, into: np.ndarray) -> np.ndarray:
+        """Rows ``[first, first + count)`` read into ``into`` with ``pread``: ``[count, row_bytes]``."""
+        t, s = self.tensor, self.storage
+        if s.row_bytes is None or count == 0:
+            return self._map(first, count)
+        n = count * s.row_bytes
+        if into.size < n:
+            raise ValueError(f"{t.name}: a buffer of {into.size} bytes cannot hold {n}")
+        view, done = into[:n], 0
+        try:
+            fd = os.open(t.file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            try:
+                while done < n:
+                    got = os.preadv(fd, [view[done:]], t.file_offset + first * s.row_bytes + done)
+                    if got == 0:
+                        raise OSError(f"the file ends {n - done} bytes early")
+                    done += got
+            finally:
+                os.close(fd)
+        except OSError as exc:  # the file changed (shrank) since its header was checked
+            raise SourceError(f"{t.name}: cannot read rows [{first}, {first + count}): {exc.strerror or exc}",
+                              file=str(t.file), json_path=t.name, code="execution_failure", category="io_error",
+                              rule="read_tensor") from None
+        return view.reshape(count, s.row_bytes)
 
     def floats(self, ids: slice | np.ndarray) -> np.ndarray:
         """float32 values of the selected rows, ``[n, cols]``."""

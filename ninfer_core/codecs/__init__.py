@@ -193,13 +193,15 @@ def exact_targets(ggml_type: int | str) -> dict[str, str]:
 
 
 def transcode_ggml(ggml_type: int | str, raw, shape: Sequence[int], target_format: str, *,
-                   tensor: str | None = None, as_array: bool = False) -> bytes | np.ndarray:
+                   tensor: str | None = None, as_array: bool = False, inline: bool = False) -> bytes | np.ndarray:
     """Convert a GGML tensor's block bytes to ``target_format`` exactly (storage-layouts §6).
 
     ``ggml_type``: an id or a name (``"Q8_0"``, ``"TQ1_0"``, ``"PQ2_0"``, ``"Q2_0_G128"``…; id 42 or ``"Q2_0"``
     are resolved from the byte length). ``shape``: the logical shape ``[N, K]`` (any rank for bf16/fp32).
     ``as_array``: return the encoded bytes as the uint8 array they were built in instead of a ``bytes`` copy
     (the copy into fresh pages costs as much as the transcode itself; docs/io-speed.md §Write path).
+    ``inline``: transcode every row in the calling thread instead of on the row-block pool — for a caller
+    that runs its own workers, such as the converter (docs/io-speed.md §Write path).
     Raises EncodingError naming ``tensor`` and the block for anything the target cannot represent."""
     dims = _shape(shape)
     buf = as_u8(raw, "raw")
@@ -218,6 +220,6 @@ def transcode_ggml(ggml_type: int | str, raw, shape: Sequence[int], target_forma
             raise fail(f"GGML {t.name} tensor of shape {list(dims)}: rows must be whole {t.block_size}-element blocks",
                        "ggml_block_shape", "storage-layouts §5", where=tensor)
         src = buf.reshape(dims[0], dims[1] // t.block_size, t.type_size)
-    out = run_transcode(path, target_format, src, geom, tensor)
+    out = run_transcode(path, target_format, src, geom, tensor, inline=inline)
     return out if as_array else out.tobytes()
 

@@ -19,9 +19,13 @@ from pathlib import Path
 
 from ninfer_core.errors import WriterError
 
-#: bytes per ``copy_file_range`` / ``sendfile`` call and per fallback buffer
+#: bytes per ``copy_file_range`` / ``sendfile`` call
 COPY_STEP = 1 << 30
-FALLBACK_BUFFER = 8 << 20
+#: the most bytes one ``pwrite`` writes: on the benchmark VM, buffered writes of 2 MiB or more into a new file
+#: ran 4-10x slower than the same bytes written 1 MiB at a time (docs/io-speed.md §Write size)
+WRITE_BYTES = 1 << 20
+#: bytes per read of the ``pread``/``pwrite`` fallback and of :meth:`FileRange.chunks`: one write's worth
+FALLBACK_BUFFER = WRITE_BYTES
 #: errors that mean "this copy method is not available here", not "the copy failed"
 _UNSUPPORTED = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EBADF,
                 errno.EPERM, errno.ETXTBSY}

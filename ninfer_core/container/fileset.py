@@ -5,7 +5,8 @@ one hidden temporary per file in the target directory (exclusive create), sets e
 length (a sparse file: unwritten bytes read as zero, which is what the alignment zones and object gaps
 must hold), writes the headers and the padded JSON, then accepts payload bytes at any logical offset,
 from any thread: a logical range is mapped to files exactly as a reader maps it (§11.2) and written
-with ``os.pwrite``. :meth:`commit` checks that the required logical ranges were fully written, flushes
+with ``os.pwrite``, at most :data:`~ninfer_core.container.filecopy.WRITE_BYTES` per call (docs/io-speed.md
+§Write size). :meth:`commit` checks that the required logical ranges were fully written, flushes
 (``fsync``) the files, publishes the parts first and the entry last without ever replacing an existing
 name, and flushes the directory. :meth:`abort` (called on any failure, ``KeyboardInterrupt``
 included) waits for in-flight writes, closes and removes every temporary and any part already
@@ -20,15 +21,13 @@ import threading
 import weakref
 from pathlib import Path
 
-from ninfer_core.container.filecopy import FileRange, RangeCopier
+from ninfer_core.container.filecopy import WRITE_BYTES, FileRange, RangeCopier
 from ninfer_core.container.framing import EntryHeader, PartHeader
 from ninfer_core.container.planner import FilePlan
 from ninfer_core.container.tempfiles import fsync_directory, new_token, publish_noreplace, temp_name
 from ninfer_core.errors import ArtifactExistsError, NinferError, WriterError
 
 log = logging.getLogger(__name__)
-
-_MAX_PWRITE = 1 << 30
 
 
 def check_targets_free(entry: Path, names: list[str | None] | tuple[str | None, ...]) -> None:
@@ -84,6 +83,7 @@ class FileSetWriter:
         self.durable = durable
         self.finals = [entry if n is None else entry.parent / n for n in plan.names]
         self._cond = threading.Condition()
+        self._write_locks = [threading.Lock() for _ in plan.names]  # one writer per file at a time (§Write path)
         self._inflight = 0
         self._closed = False
         self._temps = _Temps()
@@ -170,7 +170,8 @@ class FileSetWriter:
             fd = self._temps.fds[index]
         try:
             if copy is None:
-                self._pwrite_all(fd, data, file_offset, self._temps.paths[index])
+                with self._write_locks[index]:
+                    self._pwrite_all(fd, data, file_offset, self._temps.paths[index])
             else:
                 rng, start, length = copy
                 RangeCopier.copy(rng, start, length, fd, file_offset, self._temps.paths[index])
@@ -184,7 +185,7 @@ class FileSetWriter:
         done = 0
         while done < len(data):
             try:
-                n = os.pwrite(fd, data[done:done + _MAX_PWRITE], file_offset + done)
+                n = os.pwrite(fd, data[done:done + WRITE_BYTES], file_offset + done)
             except OSError as exc:
                 raise WriterError(f"write of {len(data)} bytes at offset {file_offset} failed: {exc.strerror}",
                                   file=str(path), section="§11.4", rule="io_error") from None

@@ -289,3 +289,28 @@ def test_type_id_table():
     assert ggml_types.resolve(41, 128, 18).name == "Q1_0"
     assert codecs.transcode_ggml("BF16", np.arange(6, dtype="<u2").tobytes(), [6], "bf16") == np.arange(
         6, dtype="<u2").tobytes()
+
+
+def test_q8_0_transcode_inline_runs_in_the_calling_thread(monkeypatch):
+    """``inline=True`` (the converter's workers, docs/io-speed.md §Write path) gives the pool's bytes and never
+    hands rows to the row-block pool; its refusals name the same block."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((300, 4096)).astype(np.float32)  # 1.2 M elements: several row blocks on the pool
+    raw = gguf.quants.quantize(x, GGMLQuantizationType.Q8_0)
+    pooled = codecs.transcode_ggml("Q8_0", raw, [300, 4096], "q8_g32_fp16")
+
+    def no_pool():
+        raise AssertionError("an inline transcode used the row-block pool")
+
+    monkeypatch.setattr("ninfer_core.codecs.base._get_pool", no_pool)
+    assert codecs.transcode_ggml("Q8_0", raw, [300, 4096], "q8_g32_fp16", inline=True) == pooled
+    bad = raw.reshape(300, 128, 34).copy()
+    bad[250, 7, 2 + 31] = 0x80
+    with pytest.raises(EncodingError, match=r"block 32007 \(row 250, elements 224\.\.255\)") as info:
+        codecs.transcode_ggml("Q8_0", bad, [300, 4096], "q8_g32_fp16", tensor="w", inline=True)
+    assert info.value.rule == "invalid_code"
+    bad[250, 7, 2 + 31] = 0
+    bad[299, 127, 0:2] = [0x01, 0x7C]  # d = NaN
+    with pytest.raises(EncodingError, match=r"block 38399 ") as info:
+        codecs.transcode_ggml("Q8_0", bad, [300, 4096], "q8_g32_fp16", tensor="w", inline=True)
+    assert info.value.rule == "non_finite_multiplier"
