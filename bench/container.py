@@ -4,9 +4,10 @@ Measured (``scale`` multiplies the 2 GiB):
 
 - **write vs user-space copy, and vs cp** — the writer copies a page-cached source file into an artifact
   (64 MiB bf16 objects, streamed in 8 MiB chunks, written at planned offsets): a user-space producer,
-  every byte through a buffer. Its limit is a user-space copy of the same bytes (one reused 8 MiB buffer,
-  the faster of ``dd bs=8M``-style read/write and ``pread``/``pwrite`` into a file of the final size, in a
-  child process timed like the writer's, after its imports): target
+  every byte through a buffer. Its limit is a user-space copy of the same bytes (the fastest of ``dd
+  bs=8M``-style read/write and ``pread``/``pwrite`` into a file of the final size through one reused 8 MiB
+  buffer, and ``shutil.copyfileobj`` with its own buffer, each in a child process timed like the writer's,
+  after its imports): target
   ≥ 0.7× that. ``cp`` (in-kernel ``copy_file_range``, the limit of bytes copied unchanged) is reported next
   to it. Without ``fsync`` (page-cache speed: the writer's overhead) and durable (writer default
   ``fsync`` vs the copy + ``fsync`` and ``cp`` + ``sync FILE``). docs/io-speed.md §Benchmarks.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -145,11 +147,13 @@ def _cp_seconds(src: Path, copy: Path, durable: bool) -> float:
 
 
 def _copy_seconds(src: Path, copy: Path, durable: bool) -> float:
-    """The user-space peer, timed in a child process like the writer: the faster of a read/write loop through
-    one 8 MiB buffer (``dd bs=8M``) and ``pread``/``pwrite`` of the same buffer into a file of the final
-    size (the writer's own system calls, nothing else); + ``fsync`` when durable."""
+    """The user-space peer, timed in a child process like the writer: the fastest of a read/write loop through
+    one 8 MiB buffer (``dd bs=8M``), ``pread``/``pwrite`` of the same buffer into a file of the final size
+    (the writer's own system calls, nothing else) and ``shutil.copyfileobj`` (its 64 KiB buffer: small
+    writes, which this VM's page cache fills faster than 8 MiB ones, docs/io-speed.md §Write size);
+    + ``fsync`` when durable."""
     best = []
-    for how in ("stream", "positioned"):
+    for how in ("stream", "positioned", "copyfileobj"):
         info, _ = _run_child(["copy", str(src), str(copy), str(int(durable)), how])
         copy.unlink()
         best.append(info["seconds"])
@@ -279,12 +283,15 @@ def _child_read(src: str, entry: str) -> dict:
 
 
 def _child_copy(src: str, dst: str, durable: bool, how: str) -> dict:
-    """A user-space copy through one reused 8 MiB buffer: ``stream`` reads then writes (``dd bs=8M``),
-    ``positioned`` ``pread``s and ``pwrite``s into a file first set to its final size."""
+    """A user-space copy: through one reused 8 MiB buffer, ``stream`` reads then writes (``dd bs=8M``),
+    ``positioned`` ``pread``s and ``pwrite``s into a file first set to its final size; ``copyfileobj`` is
+    ``shutil.copyfileobj`` with its own buffer."""
     start = time.perf_counter()
     buf = memoryview(bytearray(CHUNK))
     with open(src, "rb", buffering=0) as fin, open(dst, "wb", buffering=0) as fout:
-        if how == "stream":
+        if how == "copyfileobj":
+            shutil.copyfileobj(fin, fout)
+        elif how == "stream":
             while n := fin.readinto(buf):
                 done = 0
                 while done < n:
