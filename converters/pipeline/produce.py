@@ -395,10 +395,8 @@ class Producer:
     def transcode_block(self, obj: PlannedTensor, pc: Piece, rows: TensorRows, a: int, b: int) -> Block:
         chain = pc.source.chain
         ids = chain.row_ids(a, b)
-        if isinstance(rows, TensorRows) and rows.storage.row_bytes is not None:  # docs/io-speed.md §Source reads
-            span = ids.stop - ids.start if isinstance(ids, slice) else \
-                int(ids.max()) - int(ids.min()) + 1 if len(ids) else 0
-            raw = rows.raw(ids, into=scratch("source_rows", (span * rows.storage.row_bytes,), np.uint8))
+        if isinstance(rows, TensorRows):  # read into this thread's reused buffer (docs/io-speed.md §Source reads)
+            raw = rows.raw(ids, into=lambda n: scratch("source_rows", (n,), np.uint8))
         else:
             raw = rows.raw(ids)
         if chain.columns is not None and pc.deferred_columns is None and pc.column_groups is None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,12 +109,12 @@ class TensorRows:
                        shape=(count * s.row_bytes,))
         return mm.reshape(count, s.row_bytes)
 
-    def raw(self, ids: slice | np.ndarray, *, into: np.ndarray | None = None) -> np.ndarray:
+    def raw(self, ids: slice | np.ndarray, *, into: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
         """Raw bytes of the selected rows, ``[n, row_bytes]`` (a mapped view for a slice, else a copy).
 
-        ``into``: a uint8 buffer the caller reuses, at least the byte span of the rows (``min(ids)`` to
-        ``max(ids)``): the span is read into it with ``pread`` instead of being mapped, and a slice's rows
-        are a view of it (docs/io-speed.md §Source reads)."""
+        ``into(nbytes)``: a uint8 buffer the caller reuses, of at least ``nbytes`` (the byte span of the rows,
+        ``min(ids)`` to ``max(ids)``): the span is read into it with ``pread`` instead of being mapped, and a
+        slice's rows are a view of it (docs/io-speed.md §Source reads)."""
         if self.quantized is not None:
             return self.source.raw(self.tensor.name)  # raises: a prequantized weight has no row bytes
         span = self._map if into is None else lambda first, count: self._read(first, count, into)
@@ -126,15 +127,17 @@ class TensorRows:
         lo, hi = int(ids.min()), int(ids.max()) + 1
         return np.ascontiguousarray(span(lo, hi - lo)[ids - lo])
 
-    def _read(self, first: int, count: int, into: np.ndarray) -> np.ndarray:
-        """Rows ``[first, first + count)`` read into ``into`` with ``pread``: ``[count, row_bytes]``."""
+    def _read(self, first: int, count: int, into: Callable[[int], np.ndarray]) -> np.ndarray:
+        """Rows ``[first, first + count)`` read with ``pread`` into the buffer ``into`` gives:
+        ``[count, row_bytes]``."""
         t, s = self.tensor, self.storage
         if s.row_bytes is None or count == 0:
             return self._map(first, count)
         n = count * s.row_bytes
-        if into.size < n:
-            raise ValueError(f"{t.name}: a buffer of {into.size} bytes cannot hold {n}")
-        view, done = into[:n], 0
+        buf = into(n)
+        if buf.size < n:
+            raise ValueError(f"{t.name}: a buffer of {buf.size} bytes cannot hold {n}")
+        view, done = buf[:n], 0
         try:
             fd = os.open(t.file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             try:
