@@ -137,22 +137,7 @@ class TensorRows:
         buf = into(n)
         if buf.size < n:
             raise ValueError(f"{t.name}: a buffer of {buf.size} bytes cannot hold {n}")
-        view, done = buf[:n], 0
-        try:
-            fd = os.open(t.file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            try:
-                while done < n:
-                    got = os.preadv(fd, [view[done:]], t.file_offset + first * s.row_bytes + done)
-                    if got == 0:
-                        raise OSError(f"the file ends {n - done} bytes early")
-                    done += got
-            finally:
-                os.close(fd)
-        except OSError as exc:  # the file changed (shrank) since its header was checked
-            raise SourceError(f"{t.name}: cannot read rows [{first}, {first + count}): {exc.strerror or exc}",
-                              file=str(t.file), json_path=t.name, code="execution_failure", category="io_error",
-                              rule="read_tensor") from None
-        return view.reshape(count, s.row_bytes)
+        return read_tensor_bytes(t, first * s.row_bytes, buf[:n]).reshape(count, s.row_bytes)
 
     def floats(self, ids: slice | np.ndarray) -> np.ndarray:
         """float32 values of the selected rows, ``[n, cols]``."""
@@ -180,6 +165,29 @@ class TensorRows:
             return qw.dequantize(0, 0)
         lo, hi = int(ids.min()), int(ids.max()) + 1
         return qw.dequantize(lo, hi)[ids - lo]
+
+
+def read_tensor_bytes(t, at: int, out: np.ndarray) -> np.ndarray:
+    """``out.size`` bytes of source tensor ``t`` from byte ``at`` of its data, read into the uint8 buffer ``out``
+    with ``pread`` (docs/io-speed.md §Source reads), and ``out`` returned. A file that cannot be opened or read,
+    or that ends early (it changed since its header was checked), is a :class:`SourceError` naming the file
+    and the tensor (rule ``read_tensor``)."""
+    n, done, start = out.size, 0, t.file_offset + at
+    where = dict(file=str(t.file), json_path=t.name, code="execution_failure", category="io_error", rule="read_tensor")
+    try:
+        fd = os.open(t.file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            while done < n:
+                got = os.preadv(fd, [out[done:]], start + done)
+                if got == 0:
+                    raise SourceError(f"{t.name}: the file ended at byte {start + done} while reading {n} bytes at "
+                                      f"offset {start}", **where)
+                done += got
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise SourceError(f"{t.name}: cannot read {n} bytes at offset {start}: {exc.strerror or exc}", **where) from None
+    return out
 
 
 class StackedRows:

@@ -15,13 +15,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import ml_dtypes
 import numpy as np
 
 from converters.errors import SourceError, SourceFormatError
+from converters.sources.rows import read_tensor_bytes
 
 #: component reads of at most this many bytes use ``pread``, not a memory map (component_rows)
 SMALL_READ = 1024 * 1024
@@ -72,21 +72,7 @@ def _dtype(t) -> np.dtype:
 
 def _read_small(t, dt: np.dtype, at: int, count: int) -> np.ndarray:
     """``count`` elements of ``t`` from byte ``at`` of its data, read with ``pread`` (module docstring)."""
-    n = count * dt.itemsize
-    try:
-        fd = os.open(t.file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        try:
-            data = os.pread(fd, n, t.file_offset + at)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise SourceError(f"{t.name}: cannot read {n} bytes at offset {t.file_offset + at}: {exc}", file=str(t.file),
-                          json_path=t.name, code="execution_failure", category="io_error", rule="read_tensor") from None
-    if len(data) != n:
-        raise SourceError(f"{t.name}: the file ended at byte {t.file_offset + at + len(data)} while reading "
-                          f"{n} bytes at offset {t.file_offset + at}", file=str(t.file), json_path=t.name,
-                          code="execution_failure", category="io_error", rule="read_tensor")
-    return np.frombuffer(data, dtype=dt)
+    return read_tensor_bytes(t, at, np.empty(count * dt.itemsize, dtype=np.uint8)).view(dt)
 
 
 def component_bytes(t, size: int = 16 << 20) -> Iterator[np.ndarray]:
@@ -97,27 +83,8 @@ def component_bytes(t, size: int = 16 << 20) -> Iterator[np.ndarray]:
     if total == 0:
         return
     buf = np.empty(min(size, total), dtype=np.uint8)
-    try:
-        fd = os.open(t.file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise SourceError(f"{t.name}: cannot open its file: {exc}", file=str(t.file), json_path=t.name,
-                          code="execution_failure", category="io_error", rule="read_tensor") from None
-    try:
-        for at in range(0, total, buf.size):
-            n = min(buf.size, total - at)
-            try:
-                got = os.preadv(fd, [memoryview(buf)[:n]], t.file_offset + at)
-            except OSError as exc:
-                raise SourceError(f"{t.name}: cannot read {n} bytes at offset {t.file_offset + at}: {exc}",
-                                  file=str(t.file), json_path=t.name, code="execution_failure", category="io_error",
-                                  rule="read_tensor") from None
-            if got != n:
-                raise SourceError(f"{t.name}: the file ended at byte {t.file_offset + at + got} while reading "
-                                  f"{n} bytes at offset {t.file_offset + at}", file=str(t.file), json_path=t.name,
-                                  code="execution_failure", category="io_error", rule="read_tensor")
-            yield buf[:n]
-    finally:
-        os.close(fd)
+    for at in range(0, total, buf.size):
+        yield read_tensor_bytes(t, at, buf[:min(buf.size, total - at)])
 
 
 def as_f32(a) -> np.ndarray:
