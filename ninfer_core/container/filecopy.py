@@ -51,6 +51,17 @@ class FileRange:
     def __len__(self) -> int:
         return self.length
 
+    def read(self, start: int, length: int) -> bytes:
+        """``length`` bytes of the range from its byte ``start``."""
+        fd = _open_source(self.path)
+        try:
+            data = os.pread(fd, length, self.offset + start)
+        finally:
+            os.close(fd)
+        if len(data) != length:
+            raise _short(self, start + len(data))
+        return data
+
     def chunks(self, size: int = FALLBACK_BUFFER) -> Iterator[bytes]:
         """The range's bytes read in pieces of at most ``size`` (for consumers that need the bytes: a
         content digest, a staged writer)."""

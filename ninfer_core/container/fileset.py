@@ -15,12 +15,15 @@ published without its entry.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import threading
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 
+from ninfer_core.container.direct import UNIT, BoundaryUnits, DirectRun, open_direct, pwrite_direct
 from ninfer_core.container.filecopy import WRITE_BYTES, FileRange, RangeCopier
 from ninfer_core.container.framing import EntryHeader, PartHeader
 from ninfer_core.container.planner import FilePlan
@@ -53,10 +56,21 @@ class _Temps:
 
     def __init__(self) -> None:
         self.fds: list[int] = []
+        self.direct_fds: list[int | None] = []  # O_DIRECT descriptors of a durable writer (.direct)
         self.paths: list[Path] = []
         self.published: list[Path] = []
 
+    def close_direct(self) -> None:
+        for fd in self.direct_fds:
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.direct_fds = []
+
     def remove(self) -> None:
+        self.close_direct()
         for fd in self.fds:
             try:
                 os.close(fd)
@@ -76,7 +90,10 @@ class _Temps:
 class FileSetWriter:
     """Temporaries of a planned artifact, written at logical offsets and published atomically."""
 
-    def __init__(self, entry: Path, plan: FilePlan, artifact_id: bytes, *, durable: bool = True) -> None:
+    def __init__(self, entry: Path, plan: FilePlan, artifact_id: bytes, *, durable: bool = True,
+                 objects: Sequence[tuple[int, int]] = ()) -> None:
+        """``objects``: the logical ``(start, end)`` of every object, in order; with them a durable writer
+        also writes the units objects share directly (docs/io-speed.md §Direct writes)."""
         self.entry = entry
         self.plan = plan
         self.artifact_id = artifact_id
@@ -86,6 +103,8 @@ class FileSetWriter:
         self._write_locks = [threading.Lock() for _ in plan.names]  # one writer per file at a time (§Write path)
         self._inflight = 0
         self._closed = False
+        self.direct_bytes = 0  # payload bytes written with O_DIRECT (docs/io-speed.md §Direct writes)
+        self._direct_refused: set[int] = set()  # files whose direct writes the kernel refused
         self._temps = _Temps()
         self._finalizer = weakref.finalize(self, _Temps.remove, self._temps)
         check_targets_free(entry, plan.names)
@@ -94,6 +113,10 @@ class FileSetWriter:
         except BaseException:
             self.abort()
             raise
+        self._object_starts = [start for start, _ in objects]
+        self._object_ends = [end for _, end in objects]
+        self._boundary = BoundaryUnits(self._unit_object_bytes, self._guarded_write, self._guarded_direct) \
+            if objects and any(fd is not None for fd in self._temps.direct_fds) else None
 
     def _create(self) -> None:
         token = new_token()
@@ -112,6 +135,7 @@ class FileSetWriter:
             except OSError as exc:
                 raise WriterError(f"cannot prepare {temp.name}: {exc.strerror}", file=str(temp),
                                   section="§11.4", rule="io_error") from None
+            self._temps.direct_fds.append(open_direct(temp) if self.durable else None)
 
     @property
     def payload_bytes(self) -> int:
@@ -142,14 +166,47 @@ class FileSetWriter:
 
     # ---- positioned writes (§11.2 mapping, in reverse) -------------------------------------------
 
-    def write_at(self, offset: int, data: memoryview) -> None:
-        """Write ``data`` at logical payload ``offset`` (any thread, any order)."""
+    def write_at(self, offset: int, data: memoryview, run: DirectRun | None = None) -> None:
+        """Write ``data`` at logical payload ``offset`` (any thread, any order); through ``run`` (one of
+        :meth:`direct_run`) when it continues that thread's run of in-order bytes."""
         end = offset + len(data)
         if offset < 0 or end > self.plan.payload_bytes:
             raise WriterError(f"write [{offset}, {end}) is outside the payload [0, {self.plan.payload_bytes})",
                               file=str(self.entry), section="§11.2", rule="write_range")
+        if run is None and self._boundary is not None:  # units shared with other objects are assembled
+            run = self.direct_run()
+            try:
+                self.write_at(offset, data, run)
+                run.close()
+            finally:
+                run.release()
+            return
         for i, start, stop, file_offset in self.plan.file_spans(offset, end):
-            self._guarded_write(i, data[start - offset:stop - offset], file_offset)
+            if run is None:
+                self._guarded_write(i, data[start - offset:stop - offset], file_offset)
+            else:
+                run.write(i, data[start - offset:stop - offset], file_offset)
+
+    def direct_run(self) -> DirectRun | None:
+        """A run for one thread's in-order writes whose whole units bypass the page cache, or None when this
+        writer writes through the page cache only (not durable, or no file allows ``O_DIRECT``;
+        docs/io-speed.md §Direct writes). Close it, then release it."""
+        if not any(fd is not None for fd in self._temps.direct_fds):
+            return None
+        return DirectRun(self._guarded_write, self._guarded_direct,
+                         None if self._boundary is None else self._boundary.add)
+
+    def _unit_object_bytes(self, index: int, unit: int) -> int | None:
+        """How many object bytes unit ``unit`` of file ``index`` holds; None when it holds header bytes or
+        the file ends inside it (such a unit is written through the page cache)."""
+        start = unit * UNIT
+        if start < self.plan.payload_start(index) or start + UNIT > self.plan.file_bytes(index):
+            return None
+        lo = self.plan.file_offsets[index] + start - self.plan.payload_start(index)
+        hi = lo + UNIT
+        first = max(0, bisect.bisect_right(self._object_ends, lo))
+        last = bisect.bisect_left(self._object_starts, hi)
+        return sum(min(hi, self._object_ends[k]) - max(lo, self._object_starts[k]) for k in range(first, last))
 
     def copy_at(self, offset: int, rng: FileRange) -> None:
         """Copy the bytes of ``rng`` to logical payload ``offset`` in the kernel (:mod:`.filecopy`)."""
@@ -158,7 +215,43 @@ class FileSetWriter:
             raise WriterError(f"copy [{offset}, {end}) is outside the payload [0, {self.plan.payload_bytes})",
                               file=str(self.entry), section="§11.2", rule="write_range")
         for i, start, stop, file_offset in self.plan.file_spans(offset, end):
-            self._guarded_write(i, None, file_offset, copy=(rng, start - offset, stop - start))
+            at, length = start - offset, stop - start
+            if self._boundary is not None:  # the copy's first and last partial units are assembled
+                head = min(length, -file_offset % UNIT)
+                tail = (file_offset + length) % UNIT if length > head else 0
+                for a, n in ((at, head), (at + length - tail, tail)):
+                    if n:
+                        self._boundary.add(i, memoryview(rng.read(a, n)), file_offset + a - at)
+                at, length, file_offset = at + head, length - head - tail, file_offset + head
+            if length:
+                self._guarded_write(i, None, file_offset, copy=(rng, at, length))
+
+    def _guarded_direct(self, index: int, data: memoryview, file_offset: int) -> bool:
+        """Write whole units with ``O_DIRECT`` (no per-file lock: the bytes are not copied into the page cache);
+        False, and direct writes to this file stop, when the kernel refuses them."""
+        with self._cond:
+            if self._closed:
+                raise WriterError("the writer was closed or aborted", file=str(self.entry), section="§11.4",
+                                  rule="writer_state")
+            fd = self._temps.direct_fds[index]
+            if fd is None or index in self._direct_refused:
+                return False
+            self._inflight += 1
+        try:
+            if not pwrite_direct(fd, data, file_offset):
+                with self._cond:
+                    self._direct_refused.add(index)
+                return False
+        except OSError as exc:
+            raise WriterError(f"write of {len(data)} bytes at offset {file_offset} failed: {exc.strerror}",
+                              file=str(self._temps.paths[index]), section="§11.4", rule="io_error") from None
+        finally:
+            with self._cond:
+                self._inflight -= 1
+                self._cond.notify_all()
+        with self._cond:
+            self.direct_bytes += len(data)
+        return True
 
     def _guarded_write(self, index: int, data: memoryview | None, file_offset: int,
                        copy: tuple[FileRange, int, int] | None = None) -> None:
@@ -201,6 +294,12 @@ class FileSetWriter:
 
     def commit(self) -> Path:
         """Flush, check lengths, publish parts then the entry (§11.4 step 7); returns the entry path."""
+        if self._boundary is not None:
+            try:
+                self._boundary.flush()
+            except BaseException:
+                self.abort()
+                raise
         self._quiesce()
         try:
             for i, fd in enumerate(self._temps.fds):
@@ -211,6 +310,7 @@ class FileSetWriter:
                                       section="§11.4", rule="file_length")
                 if self.durable:
                     os.fsync(fd)
+            self._temps.close_direct()
             for fd in self._temps.fds:
                 os.close(fd)
             self._temps.fds = []

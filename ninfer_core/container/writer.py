@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from ninfer_core.container.contentid import content_artifact_id
+from ninfer_core.container.direct import DirectRun
 from ninfer_core.container.filecopy import FileRange
 from ninfer_core.container.fileset import FileSetWriter, check_targets_free
 from ninfer_core.container.object_data import ObjectData, Placed, byte_view, object_chunks
@@ -240,7 +241,8 @@ class ArtifactWriter:
         if self._state != "declaring":
             raise WriterError(f"cannot plan in state {self._state}", section="§11.4", rule="writer_state")
         plan, placed = self.layout()
-        self._files = FileSetWriter(self.path, plan, self.artifact_id_bytes, durable=self.durable)
+        self._files = FileSetWriter(self.path, plan, self.artifact_id_bytes, durable=self.durable,
+                                    objects=[(r.offset, r.end) for r in placed])
         self._plan = plan
         self._records = {r.id: r for r in placed}
         self._status = dict.fromkeys(self._records, "pending")
@@ -307,6 +309,7 @@ class ArtifactWriter:
                                   rule="writer_state")
             share = self._start(object_id, parts)
         digest = hashlib.sha256() if self.from_content else None
+        run = self._files.direct_run()  # in-order bytes past the page cache (docs/io-speed.md §Direct writes)
         try:
             written, placed = 0, []
             for chunk in object_chunks(data, object_id):
@@ -315,12 +318,14 @@ class ArtifactWriter:
                         raise WriterError(f"object {object_id!r}: placed chunks cannot be hashed in order for a "
                                           "content-derived ID", file=str(self.path), section="§11.4",
                                           rule="object_data")
-                    placed.append((chunk.offset, self._put(object_id, rec, chunk.offset, chunk.data, None)))
+                    placed.append((chunk.offset, self._put(object_id, rec, chunk.offset, chunk.data, None, run)))
                 elif share is not None:
                     raise WriterError(f"object {object_id!r}: a share of an object written in {parts} parts takes "
                                       "placed chunks only", file=str(self.path), section="§11.4", rule="object_data")
                 else:
-                    written += self._put(object_id, rec, written, chunk, digest)
+                    written += self._put(object_id, rec, written, chunk, digest, run)
+            if run is not None:
+                run.close()
             if share is None:
                 self._check_coverage(object_id, rec, written, placed)
             else:
@@ -336,6 +341,9 @@ class ArtifactWriter:
             with self._lock:
                 self._status[object_id] = "pending" if share is None else "failed"
             raise
+        finally:
+            if run is not None:
+                run.release()
         with self._lock:
             self._status[object_id] = "written"
             if digest is not None:
@@ -361,17 +369,20 @@ class ArtifactWriter:
         share.started += 1
         return share
 
-    def _put(self, object_id: str, rec: TensorObject | ResourceObject, at: int, chunk, digest) -> int:
-        """Write one chunk at byte ``at`` of the object; returns its length. A :class:`FileRange` is copied in
-        the kernel unless its bytes must be hashed."""
+    def _put(self, object_id: str, rec: TensorObject | ResourceObject, at: int, chunk, digest,
+             run: DirectRun | None = None) -> int:
+        """Write one chunk at byte ``at`` of the object (bytes through ``run``); returns its length. A
+        :class:`FileRange` is copied in the kernel unless its bytes must be hashed."""
         if isinstance(chunk, FileRange) and digest is None:  # unchanged bytes: copied in the kernel
             self._check_room(object_id, rec, at, chunk.length)
+            if run is not None:
+                run.close()  # the run's bytes before the copy's
             self._files.copy_at(rec.offset + at, chunk)
             return chunk.length
         n = 0
         for view in chunk.chunks() if isinstance(chunk, FileRange) else (byte_view(chunk, object_id),):
             self._check_room(object_id, rec, at + n, len(view))
-            self._files.write_at(rec.offset + at + n, memoryview(view))
+            self._files.write_at(rec.offset + at + n, memoryview(view), run)
             if digest is not None:
                 digest.update(view)
             n += len(view)

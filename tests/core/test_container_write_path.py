@@ -1,6 +1,7 @@
-"""How the in-process writer puts bytes into a file (docs/io-speed.md §Write path, §Write size): no ``pwrite``
-larger than ``WRITE_BYTES``, and one ``pwrite`` at a time per file however many threads write objects at
-once — and the bytes are the same."""
+"""How the in-process writer puts bytes into the page cache (docs/io-speed.md §Write path, §Write size): no
+``pwrite`` larger than ``WRITE_BYTES``, and one ``pwrite`` at a time per file however many threads write
+objects at once — and the bytes are the same. (A durable writer's whole units bypass the page cache:
+tests/core/test_container_direct.py.)"""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def test_writes_are_bounded_and_one_at_a_time_per_file(tmp_path, monkeypatch):
     path = tmp_path / "m.ninfer"
     with ArtifactWriter(path, components={"text": Component({"architectures": ["Test"]},
                                                             resources={k: k for k in OBJECTS})},
-                        metadata={"name": "t"}, provenance={}) as w:
+                        metadata={"name": "t"}, provenance={}, durable=False) as w:
         for k, v in OBJECTS.items():
             w.add_resource(k, v.size)
         w.plan()

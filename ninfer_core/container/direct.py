@@ -1,0 +1,250 @@
+"""Durable writes that bypass the page cache (docs/io-speed.md §Direct writes).
+
+A durable writer must get every byte to disk before it publishes, so copying the bytes into the page
+cache first only costs: the kernel allocates a new page per 4 KiB, copies into it and writes it back
+later. A :class:`DirectRun` gathers one thread's in-order bytes into a reused, page-aligned buffer and
+writes whole :data:`UNIT`\\ s of them with ``O_DIRECT`` (the disk reads them from that buffer). The bytes
+before the run's first unit boundary and after its last share their units with other objects; the
+:class:`BoundaryUnits` of the writer gathers them, and writes a unit directly once every object byte in it
+has arrived, or through the page cache when it cannot.
+
+The rule that keeps the page cache coherent: a unit is written directly only as a whole, by one write,
+and nothing ever writes into it through the page cache. The page cache holds a file in naturally aligned
+folios of at most :data:`UNIT` bytes, so no cached folio can span a directly written unit.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+#: bytes of one directly written unit: the largest page-cache folio (2 MiB with 4 KiB pages), and a multiple
+#: of every logical block size
+UNIT = 2 << 20
+#: bytes a run gathers before it writes them (whole units)
+STAGE_BYTES = 4 * UNIT
+#: units a writer assembles at once (:class:`BoundaryUnits`): 64 MiB
+MAX_GATHERING = 32
+#: errors that mean "direct writes are not possible here", not "the write failed"
+_REFUSED = {errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP}
+
+_stages = threading.local()
+
+
+def open_direct(path: Path) -> int | None:
+    """A second, ``O_DIRECT`` descriptor for writing ``path``; None where the platform, the page size or the
+    file system does not allow direct writes (tmpfs on old kernels, some network file systems)."""
+    flag = getattr(os, "O_DIRECT", 0)
+    if not flag or mmap.PAGESIZE != 4096:  # larger pages mean larger folios than UNIT
+        return None
+    try:
+        return os.open(path, os.O_WRONLY | flag | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+
+
+def _stage() -> memoryview:
+    """A page-aligned gathering buffer: this thread's, reused (fresh pages cost a fault each), unless a run
+    of this thread holds it already."""
+    if getattr(_stages, "busy", False):
+        return memoryview(mmap.mmap(-1, STAGE_BYTES))
+    buf = getattr(_stages, "buf", None)
+    if buf is None:
+        buf = _stages.buf = memoryview(mmap.mmap(-1, STAGE_BYTES))
+    _stages.busy = True
+    return buf
+
+
+def pwrite_direct(fd: int, data: memoryview, file_offset: int) -> bool:
+    """Write ``data`` (whole units, page-aligned memory) at ``file_offset`` with ``O_DIRECT``; False when the
+    kernel refuses direct writes for this file (nothing was written then). Other errors raise ``OSError``."""
+    done = 0
+    while done < len(data):
+        try:
+            n = os.pwrite(fd, data[done:], file_offset + done)
+        except OSError as exc:
+            if exc.errno in _REFUSED and done == 0:
+                return False
+            raise
+        if n <= 0 or n % UNIT:  # a short direct write leaves an unaligned rest: no such file system is known
+            raise OSError(errno.EIO, f"direct write of {len(data) - done} bytes wrote {n}")
+        done += n
+    return True
+
+
+class DirectRun:
+    """One thread's in-order bytes of one object: whole units written by ``direct(index, view, file_offset)``
+    (False: refused, written by ``buffered`` instead), the bytes of units the run does not fill by
+    ``partial`` (a :meth:`BoundaryUnits.add`, or ``buffered``). Call :meth:`write` with consecutive file
+    positions and :meth:`close` at the end; a write that does not continue the last one ends the run there
+    and starts a new one. :meth:`release` gives the gathering buffer back."""
+
+    def __init__(self, buffered: Callable[[int, memoryview, int], None],
+                 direct: Callable[[int, memoryview, int], bool],
+                 partial: Callable[[int, memoryview, int], None] | None = None) -> None:
+        self.buffered, self.direct, self.partial = buffered, direct, partial or buffered
+        self.stage = _stage()
+        self.owns_stage = self.stage is getattr(_stages, "buf", None)
+        self.index, self.base, self.fill = -1, 0, 0  # file, file offset of stage[0], bytes gathered
+
+    def write(self, index: int, data: memoryview, file_offset: int) -> None:
+        while len(data):
+            if index != self.index or file_offset != self.base + self.fill:
+                self.close()
+                head = -file_offset % UNIT
+                if head:  # up to the first unit boundary: a unit shared with other writes
+                    head = min(head, len(data))
+                    self.partial(index, data[:head], file_offset)
+                    data, file_offset = data[head:], file_offset + head
+                    continue
+                self.index, self.base = index, file_offset
+            n = min(len(data), STAGE_BYTES - self.fill)
+            self.stage[self.fill:self.fill + n] = data[:n]
+            self.fill += n
+            data, file_offset = data[n:], file_offset + n
+            if self.fill == STAGE_BYTES:
+                self._emit(STAGE_BYTES)
+
+    def close(self) -> None:
+        """Write what is gathered: its whole units directly, the rest (the run's last, partial unit) as a
+        partial unit."""
+        whole = self.fill // UNIT * UNIT
+        if whole:
+            self._emit(whole)
+        if self.fill:
+            self.partial(self.index, self.stage[:self.fill], self.base)
+        self.index, self.base, self.fill = -1, 0, 0
+
+    def release(self) -> None:
+        """Give the gathering buffer back to the thread (after :meth:`close`, or dropping what is gathered)."""
+        if self.owns_stage:
+            _stages.busy = self.owns_stage = False
+
+    def _emit(self, n: int) -> None:
+        """Write the first ``n`` gathered bytes (whole units) and keep the rest at the buffer's start."""
+        if not self.direct(self.index, self.stage[:n], self.base):
+            self.buffered(self.index, self.stage[:n], self.base)
+        rest = self.fill - n
+        self.stage[:rest] = self.stage[n:self.fill]
+        self.base, self.fill = self.base + n, rest
+
+
+_BUFFERED, _WRITTEN = "buffered", "written"  # a unit's state once it is no longer gathered
+
+
+class _Gathering:
+    """A unit being assembled: its bytes so far (zero elsewhere) and how many object bytes it still awaits."""
+
+    __slots__ = ("buf", "missing", "parts")
+
+    def __init__(self, buf: memoryview, missing: int) -> None:
+        self.buf, self.missing = buf, missing
+        self.parts: list[tuple[int, int]] = []  # (start, end) of the bytes that arrived
+
+
+class BoundaryUnits:
+    """The units that several writes share (an object's first and last unit, its neighbour's, a kernel
+    copy's ends), assembled in memory and written directly once all their object bytes have arrived.
+
+    ``expected(index, unit)``: how many object bytes unit ``unit`` of file ``index`` holds, or None when the
+    unit cannot be written directly (it holds a file's header, or the file ends inside it). At most
+    :data:`MAX_GATHERING` units are held; past that the oldest is written through the page cache, as is
+    every later byte of it. Thread-safe."""
+
+    def __init__(self, expected: Callable[[int, int], int | None], buffered: Callable[[int, memoryview, int], None],
+                 direct: Callable[[int, memoryview, int], bool]) -> None:
+        self.expected, self.buffered, self.direct = expected, buffered, direct
+        self._lock = threading.Lock()
+        self._units: dict[tuple[int, int], _Gathering | str] = {}  # insertion order: oldest first
+        self._gathering = 0
+        self._spare: list[memoryview] = []  # buffers of written units, reused (fresh pages cost a fault each)
+
+    def add(self, index: int, data: memoryview, file_offset: int) -> None:
+        """Object bytes at ``file_offset`` of file ``index`` (any length: cut at unit boundaries here)."""
+        while len(data):
+            unit, at = divmod(file_offset, UNIT)
+            n = min(len(data), UNIT - at)
+            self._add_to_unit(index, unit, at, data[:n])
+            data, file_offset = data[n:], file_offset + n
+
+    def _add_to_unit(self, index: int, unit: int, at: int, data: memoryview) -> None:
+        key = (index, unit)
+        complete = evicted = None
+        with self._lock:
+            state = self._units.get(key)
+            if state is None:
+                expected = self.expected(index, unit)
+                if expected is None:
+                    state = self._units[key] = _BUFFERED
+                else:
+                    state = self._units[key] = _Gathering(self._buffer(), expected)
+                    self._gathering += 1
+                    if self._gathering > MAX_GATHERING:
+                        evicted = self._evict_oldest()
+            if state is _WRITTEN:
+                raise ValueError(f"unit {unit} of file {index} was written already")
+            if isinstance(state, _Gathering):
+                state.buf[at:at + len(data)] = data
+                state.parts.append((at, at + len(data)))
+                state.missing -= len(data)
+                if state.missing < 0:
+                    raise ValueError(f"unit {unit} of file {index} got more object bytes than it holds")
+                if state.missing == 0:
+                    complete = state
+                    self._units[key] = _WRITTEN
+                    self._gathering -= 1
+        if evicted is not None:
+            self._write_buffered(*evicted)
+        if not isinstance(state, _Gathering):
+            self.buffered(index, data, unit * UNIT + at)
+        elif complete is not None:
+            if not self.direct(index, complete.buf, unit * UNIT):
+                self.buffered(index, complete.buf, unit * UNIT)
+            with self._lock:
+                self._spare.append(complete.buf)
+
+    def _buffer(self) -> memoryview:
+        """A zeroed unit buffer (under the lock)."""
+        if self._spare:
+            buf = self._spare.pop()
+            np.frombuffer(buf, dtype=np.uint8)[:] = 0
+            return buf
+        return memoryview(mmap.mmap(-1, UNIT))
+
+    def _evict_oldest(self) -> tuple[int, int, _Gathering]:
+        """Take the oldest gathering unit out (under the lock); the caller writes it through the page cache."""
+        for key, state in self._units.items():
+            if isinstance(state, _Gathering):
+                self._units[key] = _BUFFERED
+                self._gathering -= 1
+                return (*key, state)
+        raise AssertionError("no unit is being gathered")
+
+    def _write_buffered(self, index: int, unit: int, state: _Gathering) -> None:
+        """Write the bytes of a unit that arrived through the page cache, and only those: the rest of it
+        may be arriving from other threads, straight to the page cache now."""
+        start = end = 0
+        for a, b in [*sorted(state.parts), (UNIT + 1, UNIT + 1)]:
+            if a != end:
+                if end > start:
+                    self.buffered(index, state.buf[start:end], unit * UNIT + start)
+                start = a
+            end = b
+        with self._lock:
+            self._spare.append(state.buf)
+
+    def flush(self) -> None:
+        """Write every unit still gathering through the page cache (before the files are flushed)."""
+        with self._lock:
+            left = [(*key, state) for key, state in self._units.items() if isinstance(state, _Gathering)]
+            for index, unit, _ in left:
+                self._units[(index, unit)] = _BUFFERED
+            self._gathering = 0
+        for index, unit, state in left:
+            self._write_buffered(index, unit, state)
