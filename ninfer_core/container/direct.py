@@ -2,11 +2,12 @@
 
 A durable writer must get every byte to disk before it publishes, so copying the bytes into the page
 cache first only costs: the kernel allocates a new page per 4 KiB, copies into it and writes it back
-later. A :class:`DirectRun` gathers one thread's in-order bytes into a reused, page-aligned buffer and
-writes whole :data:`UNIT`\\ s of them with ``O_DIRECT`` (the disk reads them from that buffer). The bytes
-before the run's first unit boundary and after its last share their units with other objects; the
-:class:`BoundaryUnits` of the writer gathers them, and writes a unit directly once every object byte in it
-has arrived, or through the page cache when it cannot.
+later. A :class:`DirectRun` gathers one thread's in-order bytes into page-aligned buffers and hands
+whole :data:`UNIT`\\ s of them to the writer's :class:`DirectQueue`, whose thread writes them with
+``O_DIRECT`` (the disk reads them straight from the buffer) while the producer goes on. The bytes before
+the run's first unit boundary and after its last share their units with other objects; the writer's
+:class:`BoundaryUnits` gathers them, and queues a unit once every object byte in it has arrived, or
+writes it through the page cache when it cannot.
 
 The rule that keeps the page cache coherent: a unit is written directly only as a whole, by one write,
 and nothing ever writes into it through the page cache. The page cache holds a file in naturally aligned
@@ -15,6 +16,7 @@ folios of at most :data:`UNIT` bytes, so no cached folio can span a directly wri
 
 from __future__ import annotations
 
+import collections
 import errno
 import mmap
 import os
@@ -27,14 +29,16 @@ import numpy as np
 #: bytes of one directly written unit: the largest page-cache folio (2 MiB with 4 KiB pages), and a multiple
 #: of every logical block size
 UNIT = 2 << 20
-#: bytes a run gathers before it writes them (whole units)
+#: bytes of one gathering buffer: a run hands its buffer to the queue when it is full (whole units)
 STAGE_BYTES = 4 * UNIT
+#: buffers queued or being written at most before a producer that needs a new one waits for the disk
+QUEUE_DEPTH = 4
 #: units a writer assembles at once (:class:`BoundaryUnits`): 64 MiB
 MAX_GATHERING = 32
 #: errors that mean "direct writes are not possible here", not "the write failed"
 _REFUSED = {errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP}
 
-_stages = threading.local()
+Write = Callable[[int, memoryview, int], None]  # (file index, bytes, file offset)
 
 
 def open_direct(path: Path) -> int | None:
@@ -47,18 +51,6 @@ def open_direct(path: Path) -> int | None:
         return os.open(path, os.O_WRONLY | flag | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
-
-
-def _stage() -> memoryview:
-    """A page-aligned gathering buffer: this thread's, reused (fresh pages cost a fault each), unless a run
-    of this thread holds it already."""
-    if getattr(_stages, "busy", False):
-        return memoryview(mmap.mmap(-1, STAGE_BYTES))
-    buf = getattr(_stages, "buf", None)
-    if buf is None:
-        buf = _stages.buf = memoryview(mmap.mmap(-1, STAGE_BYTES))
-    _stages.busy = True
-    return buf
 
 
 def pwrite_direct(fd: int, data: memoryview, file_offset: int) -> bool:
@@ -78,19 +70,104 @@ def pwrite_direct(fd: int, data: memoryview, file_offset: int) -> bool:
     return True
 
 
-class DirectRun:
-    """One thread's in-order bytes of one object: whole units written by ``direct(index, view, file_offset)``
-    (False: refused, written by ``buffered`` instead), the bytes of units the run does not fill by
-    ``partial`` (a :meth:`BoundaryUnits.add`, or ``buffered``). Call :meth:`write` with consecutive file
-    positions and :meth:`close` at the end; a write that does not continue the last one ends the run there
-    and starts a new one. :meth:`release` gives the gathering buffer back."""
+def _new_buffer(size: int) -> memoryview:
+    return memoryview(mmap.mmap(-1, size))  # page-aligned
 
-    def __init__(self, buffered: Callable[[int, memoryview, int], None],
-                 direct: Callable[[int, memoryview, int], bool],
-                 partial: Callable[[int, memoryview, int], None] | None = None) -> None:
-        self.buffered, self.direct, self.partial = buffered, direct, partial or buffered
-        self.stage = _stage()
-        self.owns_stage = self.stage is getattr(_stages, "buf", None)
+
+class DirectQueue:
+    """Whole units written on a thread of their own, in the order queued: ``write(index, view,
+    file_offset)`` writes them (directly, or through the page cache where the kernel refuses). The thread
+    ends whenever the queue is empty and starts again with the next unit, so an idle writer holds none.
+    The first error is kept, no later unit is written, and :meth:`submit` and :meth:`drain` raise it. A
+    producer waits only when :data:`QUEUE_DEPTH` buffers are queued already: then the disk is the limit."""
+
+    def __init__(self, write: Write) -> None:
+        self.write = write
+        self._cond = threading.Condition()
+        self._items: collections.deque = collections.deque()
+        self._busy = 0  # queued or being written
+        self._spare: list[memoryview] = []
+        self._error: BaseException | None = None
+        self._running = False
+
+    def buffer(self) -> memoryview:
+        """A gathering buffer of :data:`STAGE_BYTES`: a written one, a new one while fewer than
+        :data:`QUEUE_DEPTH` are queued, else the next one written."""
+        with self._cond:
+            while not self._spare and self._busy >= QUEUE_DEPTH and self._error is None:
+                self._cond.wait()
+            if self._spare:
+                return self._spare.pop()
+        return _new_buffer(STAGE_BYTES)
+
+    def give_back(self, buf: memoryview) -> None:
+        """Return a gathering buffer that was not queued."""
+        with self._cond:
+            self._spare.append(buf)
+            self._cond.notify_all()
+
+    def submit(self, index: int, buf: memoryview, n: int, file_offset: int,
+               done: Callable[[memoryview], None] | None = None) -> None:
+        """Queue the first ``n`` bytes of ``buf`` (whole units) for ``file_offset`` of file ``index``; the
+        buffer belongs to the queue until it is written, then goes to ``done`` (default: this queue's
+        gathering buffers)."""
+        with self._cond:
+            if self._error is not None:
+                raise self._error
+            self._items.append((index, buf, n, file_offset, done))
+            self._busy += 1
+            if not self._running:
+                self._running = True
+                threading.Thread(target=self._run, name="ninfer-direct-writes", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._items:
+                    self._running = False
+                    return
+                index, buf, n, file_offset, done = self._items.popleft()
+                skip = self._error is not None
+            try:
+                if not skip:
+                    self.write(index, buf[:n], file_offset)
+            except BaseException as exc:  # noqa: BLE001 - kept; raised in the producers and at commit
+                with self._cond:
+                    self._error = self._error or exc
+            finally:
+                if done is not None:
+                    done(buf)
+                with self._cond:
+                    if done is None:
+                        self._spare.append(buf)
+                    self._busy -= 1
+                    self._cond.notify_all()
+
+    def drain(self) -> None:
+        """Wait until everything queued is written; raise the first error."""
+        with self._cond:
+            while self._busy:
+                self._cond.wait()
+            if self._error is not None:
+                raise self._error
+
+    def cancel(self, reason: BaseException) -> None:
+        """Write nothing more: drop what is queued, wait for the write under way (before its file closes)."""
+        with self._cond:
+            self._error = self._error or reason
+            while self._busy:
+                self._cond.wait()
+
+
+class DirectRun:
+    """One thread's in-order bytes of one object: whole units queued on ``queue``, the bytes of units the
+    run does not fill given to ``partial`` (a :meth:`BoundaryUnits.add`). Call :meth:`write` with
+    consecutive file positions and :meth:`close` at the end; a write that does not continue the last one
+    ends the run there and starts a new one. :meth:`release` gives the gathering buffer back."""
+
+    def __init__(self, queue: DirectQueue, partial: Write) -> None:
+        self.queue, self.partial = queue, partial
+        self.stage: memoryview | None = None
         self.index, self.base, self.fill = -1, 0, 0  # file, file offset of stage[0], bytes gathered
 
     def write(self, index: int, data: memoryview, file_offset: int) -> None:
@@ -104,6 +181,8 @@ class DirectRun:
                     data, file_offset = data[head:], file_offset + head
                     continue
                 self.index, self.base = index, file_offset
+            if self.stage is None:
+                self.stage = self.queue.buffer()
             n = min(len(data), STAGE_BYTES - self.fill)
             self.stage[self.fill:self.fill + n] = data[:n]
             self.fill += n
@@ -112,8 +191,7 @@ class DirectRun:
                 self._emit(STAGE_BYTES)
 
     def close(self) -> None:
-        """Write what is gathered: its whole units directly, the rest (the run's last, partial unit) as a
-        partial unit."""
+        """Queue the gathered whole units; give the rest (the run's last, partial unit) to ``partial``."""
         whole = self.fill // UNIT * UNIT
         if whole:
             self._emit(whole)
@@ -122,16 +200,19 @@ class DirectRun:
         self.index, self.base, self.fill = -1, 0, 0
 
     def release(self) -> None:
-        """Give the gathering buffer back to the thread (after :meth:`close`, or dropping what is gathered)."""
-        if self.owns_stage:
-            _stages.busy = self.owns_stage = False
+        """Give the gathering buffer back (after :meth:`close`, or dropping what is gathered)."""
+        if self.stage is not None:
+            self.queue.give_back(self.stage)
+            self.stage = None
 
     def _emit(self, n: int) -> None:
-        """Write the first ``n`` gathered bytes (whole units) and keep the rest at the buffer's start."""
-        if not self.direct(self.index, self.stage[:n], self.base):
-            self.buffered(self.index, self.stage[:n], self.base)
-        rest = self.fill - n
-        self.stage[:rest] = self.stage[n:self.fill]
+        """Queue the first ``n`` gathered bytes (whole units); the rest moves to a new buffer."""
+        full, rest = self.stage, self.fill - n
+        self.stage = None
+        if rest:
+            self.stage = self.queue.buffer()
+            self.stage[:rest] = full[n:n + rest]
+        self.queue.submit(self.index, full, n, self.base)
         self.base, self.fill = self.base + n, rest
 
 
@@ -153,13 +234,13 @@ class BoundaryUnits:
     copy's ends), assembled in memory and written directly once all their object bytes have arrived.
 
     ``expected(index, unit)``: how many object bytes unit ``unit`` of file ``index`` holds, or None when the
-    unit cannot be written directly (it holds a file's header, or the file ends inside it). At most
-    :data:`MAX_GATHERING` units are held; past that the oldest is written through the page cache, as is
-    every later byte of it. Thread-safe."""
+    unit cannot be written directly (it holds a file's header, or the file ends inside it); such units,
+    and the bytes that cannot be assembled, are written by ``buffered``. At most :data:`MAX_GATHERING`
+    units are held; past that the oldest is written through the page cache, as is every later byte of it.
+    Thread-safe."""
 
-    def __init__(self, expected: Callable[[int, int], int | None], buffered: Callable[[int, memoryview, int], None],
-                 direct: Callable[[int, memoryview, int], bool]) -> None:
-        self.expected, self.buffered, self.direct = expected, buffered, direct
+    def __init__(self, expected: Callable[[int, int], int | None], buffered: Write, queue: DirectQueue) -> None:
+        self.expected, self.buffered, self.queue = expected, buffered, queue
         self._lock = threading.Lock()
         self._units: dict[tuple[int, int], _Gathering | str] = {}  # insertion order: oldest first
         self._gathering = 0
@@ -204,10 +285,11 @@ class BoundaryUnits:
         if not isinstance(state, _Gathering):
             self.buffered(index, data, unit * UNIT + at)
         elif complete is not None:
-            if not self.direct(index, complete.buf, unit * UNIT):
-                self.buffered(index, complete.buf, unit * UNIT)
-            with self._lock:
-                self._spare.append(complete.buf)
+            self.queue.submit(index, complete.buf, UNIT, unit * UNIT, done=self._give_back)
+
+    def _give_back(self, buf: memoryview) -> None:
+        with self._lock:
+            self._spare.append(buf)
 
     def _buffer(self) -> memoryview:
         """A zeroed unit buffer (under the lock)."""
@@ -215,7 +297,7 @@ class BoundaryUnits:
             buf = self._spare.pop()
             np.frombuffer(buf, dtype=np.uint8)[:] = 0
             return buf
-        return memoryview(mmap.mmap(-1, UNIT))
+        return _new_buffer(UNIT)
 
     def _evict_oldest(self) -> tuple[int, int, _Gathering]:
         """Take the oldest gathering unit out (under the lock); the caller writes it through the page cache."""
@@ -236,8 +318,7 @@ class BoundaryUnits:
                     self.buffered(index, state.buf[start:end], unit * UNIT + start)
                 start = a
             end = b
-        with self._lock:
-            self._spare.append(state.buf)
+        self._give_back(state.buf)
 
     def flush(self) -> None:
         """Write every unit still gathering through the page cache (before the files are flushed)."""

@@ -6,7 +6,8 @@ length (a sparse file: unwritten bytes read as zero, which is what the alignment
 must hold), writes the headers and the padded JSON, then accepts payload bytes at any logical offset,
 from any thread: a logical range is mapped to files exactly as a reader maps it (§11.2) and written
 with ``os.pwrite``, at most :data:`~ninfer_core.container.filecopy.WRITE_BYTES` per call (docs/io-speed.md
-§Write size). :meth:`commit` checks that the required logical ranges were fully written, flushes
+§Write size); a durable writer writes whole 2 MiB units past the page cache instead, on a thread of their
+own (:mod:`.direct`, docs/io-speed.md §Direct writes). :meth:`commit` checks that the required logical ranges were fully written, flushes
 (``fsync``) the files, publishes the parts first and the entry last without ever replacing an existing
 name, and flushes the directory. :meth:`abort` (called on any failure, ``KeyboardInterrupt``
 included) waits for in-flight writes, closes and removes every temporary and any part already
@@ -23,7 +24,14 @@ import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
-from ninfer_core.container.direct import UNIT, BoundaryUnits, DirectRun, open_direct, pwrite_direct
+from ninfer_core.container.direct import (
+    UNIT,
+    BoundaryUnits,
+    DirectQueue,
+    DirectRun,
+    open_direct,
+    pwrite_direct,
+)
 from ninfer_core.container.filecopy import WRITE_BYTES, FileRange, RangeCopier
 from ninfer_core.container.framing import EntryHeader, PartHeader
 from ninfer_core.container.planner import FilePlan
@@ -105,6 +113,8 @@ class FileSetWriter:
         self._closed = False
         self.direct_bytes = 0  # payload bytes written with O_DIRECT (docs/io-speed.md §Direct writes)
         self._direct_refused: set[int] = set()  # files whose direct writes the kernel refused
+        self._queue: DirectQueue | None = None
+        self._boundary: BoundaryUnits | None = None
         self._temps = _Temps()
         self._finalizer = weakref.finalize(self, _Temps.remove, self._temps)
         check_targets_free(entry, plan.names)
@@ -115,8 +125,10 @@ class FileSetWriter:
             raise
         self._object_starts = [start for start, _ in objects]
         self._object_ends = [end for _, end in objects]
-        self._boundary = BoundaryUnits(self._unit_object_bytes, self._guarded_write, self._guarded_direct) \
-            if objects and any(fd is not None for fd in self._temps.direct_fds) else None
+        self._queue = DirectQueue(self._write_unit) if any(fd is not None for fd in self._temps.direct_fds) \
+            else None
+        self._boundary = BoundaryUnits(self._unit_object_bytes, self._guarded_write, self._queue) \
+            if objects and self._queue is not None else None
 
     def _create(self) -> None:
         token = new_token()
@@ -191,10 +203,9 @@ class FileSetWriter:
         """A run for one thread's in-order writes whose whole units bypass the page cache, or None when this
         writer writes through the page cache only (not durable, or no file allows ``O_DIRECT``;
         docs/io-speed.md §Direct writes). Close it, then release it."""
-        if not any(fd is not None for fd in self._temps.direct_fds):
+        if self._queue is None:
             return None
-        return DirectRun(self._guarded_write, self._guarded_direct,
-                         None if self._boundary is None else self._boundary.add)
+        return DirectRun(self._queue, self._guarded_write if self._boundary is None else self._boundary.add)
 
     def _unit_object_bytes(self, index: int, unit: int) -> int | None:
         """How many object bytes unit ``unit`` of file ``index`` holds; None when it holds header bytes or
@@ -226,32 +237,24 @@ class FileSetWriter:
             if length:
                 self._guarded_write(i, None, file_offset, copy=(rng, at, length))
 
-    def _guarded_direct(self, index: int, data: memoryview, file_offset: int) -> bool:
-        """Write whole units with ``O_DIRECT`` (no per-file lock: the bytes are not copied into the page cache);
-        False, and direct writes to this file stop, when the kernel refuses them."""
-        with self._cond:
-            if self._closed:
-                raise WriterError("the writer was closed or aborted", file=str(self.entry), section="§11.4",
-                                  rule="writer_state")
-            fd = self._temps.direct_fds[index]
-            if fd is None or index in self._direct_refused:
-                return False
-            self._inflight += 1
-        try:
-            if not pwrite_direct(fd, data, file_offset):
-                with self._cond:
-                    self._direct_refused.add(index)
-                return False
-        except OSError as exc:
-            raise WriterError(f"write of {len(data)} bytes at offset {file_offset} failed: {exc.strerror}",
-                              file=str(self._temps.paths[index]), section="§11.4", rule="io_error") from None
-        finally:
+    def _write_unit(self, index: int, data: memoryview, file_offset: int) -> None:
+        """Write whole units a run queued (on the queue's thread; commit drains the queue, abort cancels it
+        before any file closes): with ``O_DIRECT``, taking no per-file lock as nothing is copied into the page
+        cache, or through the page cache once the kernel refused direct writes to this file."""
+        fd = self._temps.direct_fds[index]
+        if fd is not None and index not in self._direct_refused:
+            try:
+                written = pwrite_direct(fd, data, file_offset)
+            except OSError as exc:
+                raise WriterError(f"write of {len(data)} bytes at offset {file_offset} failed: {exc.strerror}",
+                                  file=str(self._temps.paths[index]), section="§11.4", rule="io_error") from None
             with self._cond:
-                self._inflight -= 1
-                self._cond.notify_all()
-        with self._cond:
-            self.direct_bytes += len(data)
-        return True
+                if written:
+                    self.direct_bytes += len(data)
+                    return
+                self._direct_refused.add(index)
+        with self._write_locks[index]:
+            self._pwrite_all(self._temps.fds[index], data, file_offset, self._temps.paths[index])
 
     def _guarded_write(self, index: int, data: memoryview | None, file_offset: int,
                        copy: tuple[FileRange, int, int] | None = None) -> None:
@@ -294,9 +297,11 @@ class FileSetWriter:
 
     def commit(self) -> Path:
         """Flush, check lengths, publish parts then the entry (§11.4 step 7); returns the entry path."""
-        if self._boundary is not None:
+        if self._queue is not None:
             try:
-                self._boundary.flush()
+                if self._boundary is not None:
+                    self._boundary.flush()
+                self._queue.drain()
             except BaseException:
                 self.abort()
                 raise
@@ -336,6 +341,9 @@ class FileSetWriter:
     def abort(self) -> None:
         """Stop accepting writes, wait for writes in flight, remove temporaries and unpublished parts."""
         self._quiesce()
+        if self._queue is not None:  # before the files close
+            self._queue.cancel(WriterError("the writer was aborted", file=str(self.entry), section="§11.4",
+                                           rule="writer_state"))
         published_entry = self.entry in self._temps.published
         if published_entry:  # the artifact is complete; only leftovers remain to remove
             self._temps.published = []

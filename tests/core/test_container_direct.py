@@ -1,19 +1,22 @@
-"""Durable writes past the page cache (docs/io-speed.md §Direct writes): a run writes whole aligned units
-directly and everything else buffered, every byte lands where it belongs, no buffered write touches a
-directly written unit, a refusal falls back to buffered writes, and a failing direct write is a typed
-error that leaves no temporaries."""
+"""Durable writes past the page cache (docs/io-speed.md §Direct writes): a run queues whole aligned units
+and gives the rest to the shared units, every byte lands where it belongs, no buffered write touches a
+directly written unit, the queue writes on its own thread with bounded buffers and keeps its first
+error, a refusal falls back to buffered writes, and a failing direct write is a typed error that leaves
+no temporaries."""
 
 from __future__ import annotations
 
 import errno
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
 
 from ninfer_core import ArtifactWriter, Component, open_artifact
 from ninfer_core.container import direct, fileset
-from ninfer_core.container.direct import STAGE_BYTES, UNIT, DirectRun, open_direct
+from ninfer_core.container.direct import QUEUE_DEPTH, STAGE_BYTES, UNIT, DirectQueue, DirectRun, open_direct
 from ninfer_core.container.filecopy import FileRange
 from ninfer_core.errors import WriterError
 
@@ -21,13 +24,17 @@ from ninfer_core.errors import WriterError
 class Recorder:
     """Fake file writes: the bytes each file got, and which ranges went which way."""
 
-    def __init__(self, refuse: bool = False) -> None:
+    def __init__(self) -> None:
         self.files: dict[int, bytearray] = {}
         self.buffered_ranges: list[tuple[int, int, int]] = []
         self.direct_ranges: list[tuple[int, int, int]] = []
-        self.refuse = refuse
+        self.lock = threading.Lock()
 
     def _put(self, index: int, data: memoryview, offset: int) -> None:
+        with self.lock:  # the queue's thread writes too
+            self._put_locked(index, data, offset)
+
+    def _put_locked(self, index: int, data: memoryview, offset: int) -> None:
         f = self.files.setdefault(index, bytearray())
         if len(f) < offset + len(data):
             f.extend(bytes(offset + len(data) - len(f)))
@@ -38,13 +45,14 @@ class Recorder:
         self.buffered_ranges.append((index, offset, offset + len(data)))
         self._put(index, data, offset)
 
-    def direct(self, index: int, data: memoryview, offset: int) -> bool:
-        if self.refuse:
-            return False
+    def direct(self, index: int, data: memoryview, offset: int) -> None:
         assert offset % UNIT == 0 and len(data) % UNIT == 0 and len(data) > 0
         self.direct_ranges.append((index, offset, offset + len(data)))
         self._put(index, data, offset)
-        return True
+
+    def run(self) -> tuple[DirectQueue, DirectRun]:
+        queue = DirectQueue(self.direct)
+        return queue, DirectRun(queue, self.buffered)
 
 
 def _check_units_exclusive(rec: Recorder) -> None:
@@ -59,7 +67,7 @@ def _check_units_exclusive(rec: Recorder) -> None:
 def test_run_writes_every_byte_once_whole_units_directly(seed):
     rng = np.random.default_rng(seed)
     rec, expected = Recorder(), {}
-    run = DirectRun(rec.buffered, rec.direct)
+    queue, run = rec.run()
     try:
         cursor = {0: int(rng.integers(0, 3 * UNIT)), 1: 4096}
         for _ in range(40):  # chunks of one object, a jump now and then (a new object, another file)
@@ -77,6 +85,7 @@ def test_run_writes_every_byte_once_whole_units_directly(seed):
         run.close()
     finally:
         run.release()
+    queue.drain()
     for index, f in expected.items():
         assert bytes(rec.files[index]) == bytes(f)
     assert rec.direct_ranges, "a run of several stages wrote nothing directly"
@@ -85,36 +94,58 @@ def test_run_writes_every_byte_once_whole_units_directly(seed):
 
 def test_run_aligned_start_is_all_direct_but_the_last_partial_unit():
     rec = Recorder()
-    run = DirectRun(rec.buffered, rec.direct)
+    queue, run = rec.run()
     data = np.full(3 * UNIT + 100, 7, dtype=np.uint8)
     run.write(0, memoryview(data[:UNIT + 5]), 2 * UNIT)  # one run in two writes
     run.write(0, memoryview(data[UNIT + 5:]), 3 * UNIT + 5)
     run.close()
     run.release()
+    queue.drain()
     assert rec.direct_ranges == [(0, 2 * UNIT, 5 * UNIT)]
     assert rec.buffered_ranges == [(0, 5 * UNIT, 5 * UNIT + 100)]
 
 
-def test_run_refused_writes_everything_buffered():
-    rec = Recorder(refuse=True)
-    run = DirectRun(rec.buffered, rec.direct)
-    data = np.arange(2 * STAGE_BYTES + 3, dtype=np.uint64).astype(np.uint8) | 1
-    run.write(0, memoryview(data), 12345)
-    run.close()
-    run.release()
-    assert not rec.direct_ranges
-    assert bytes(rec.files[0][12345:]) == data.tobytes()
+def test_queue_writes_on_its_own_thread_and_bounds_its_buffers():
+    gate, threads, written = threading.Event(), set(), []
+
+    def write(index, data, offset):
+        threads.add(threading.current_thread().name)
+        gate.wait(10)
+        written.append(offset)
+
+    queue = DirectQueue(write)
+    held = [queue.buffer() for _ in range(QUEUE_DEPTH)]
+    for k, buf in enumerate(held):
+        queue.submit(0, buf, UNIT, k * UNIT)  # returns at once: the write waits on the gate
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(queue.buffer()))
+    waiter.start()
+    time.sleep(0.2)
+    assert not got  # QUEUE_DEPTH buffers queued: a producer waits for the disk
+    gate.set()
+    waiter.join(10)
+    queue.drain()
+    assert got and any(got[0].obj is b.obj for b in held)  # a written buffer, reused
+    assert written == [k * UNIT for k in range(QUEUE_DEPTH)]  # in the order queued
+    assert threads == {"ninfer-direct-writes"}
 
 
-def test_a_second_run_in_one_thread_gets_its_own_buffer():
-    rec = Recorder()
-    first, second = DirectRun(rec.buffered, rec.direct), DirectRun(rec.buffered, rec.direct)
-    assert first.stage.obj is not second.stage.obj
-    second.release()
-    first.release()
-    third = DirectRun(rec.buffered, rec.direct)
-    assert third.stage.obj is first.stage.obj  # the thread's buffer, reused
-    third.release()
+def test_queue_keeps_its_first_error_and_writes_nothing_after_it():
+    written = []
+
+    def write(index, data, offset):
+        if offset == UNIT:
+            raise OSError(errno.EIO, "Input/output error")
+        written.append(offset)
+
+    queue = DirectQueue(write)
+    for k in range(4):
+        queue.submit(0, queue.buffer(), UNIT, k * UNIT)
+    with pytest.raises(OSError):
+        queue.drain()
+    assert written == [0]
+    with pytest.raises(OSError):
+        queue.submit(0, queue.buffer(), UNIT, 9 * UNIT)
 
 
 OBJECTS = {f"r.{i}": np.random.default_rng(i).integers(0, 256, 5 * UNIT + 4099 * i + 13, dtype=np.uint8)
@@ -254,13 +285,14 @@ def test_boundary_units_write_each_unit_once_as_a_whole_or_buffered(monkeypatch,
         return sum(max(0, min(hi, b) - max(lo, a)) for a, b in zip(starts, ends, strict=True))
 
     rec = Recorder()
-    units = direct.BoundaryUnits(expected, rec.buffered, rec.direct)
+    queue = DirectQueue(rec.direct)
+    units = direct.BoundaryUnits(expected, rec.buffered, queue)
     want = bytearray(file_end)
     for k in rng.permutation(len(objects)):
         a, b = objects[k]
         data = rng.integers(1, 256, b - a, dtype=np.uint8)
         want[a:b] = data.tobytes()
-        run = DirectRun(rec.buffered, rec.direct, units.add)
+        run = DirectRun(queue, units.add)
         try:
             cut = int(rng.integers(0, b - a + 1))
             run.write(0, memoryview(data[:cut]), a)
@@ -269,6 +301,7 @@ def test_boundary_units_write_each_unit_once_as_a_whole_or_buffered(monkeypatch,
         finally:
             run.release()
     units.flush()
+    queue.drain()
     got = rec.files[0]
     got.extend(bytes(file_end - len(got)))
     assert bytes(got) == bytes(want)
