@@ -31,8 +31,8 @@ import numpy as np
 UNIT = 2 << 20
 #: bytes of one gathering buffer: a run hands its buffer to the queue when it is full (whole units)
 STAGE_BYTES = 4 * UNIT
-#: buffers queued or being written at most before a producer that needs a new one waits for the disk
-QUEUE_DEPTH = 4
+#: bytes queued or being written at most: a producer that would queue more waits for the disk
+QUEUE_BYTES = 4 * STAGE_BYTES
 #: units a writer assembles at once (:class:`BoundaryUnits`): 64 MiB
 MAX_GATHERING = 32
 #: errors that mean "direct writes are not possible here", not "the write failed"
@@ -79,23 +79,22 @@ class DirectQueue:
     file_offset)`` writes them (directly, or through the page cache where the kernel refuses). The thread
     ends whenever the queue is empty and starts again with the next unit, so an idle writer holds none.
     The first error is kept, no later unit is written, and :meth:`submit` and :meth:`drain` raise it. A
-    producer waits only when :data:`QUEUE_DEPTH` buffers are queued already: then the disk is the limit."""
+    producer waits only when :data:`QUEUE_BYTES` are queued already: then the disk is the limit. So the
+    buffers alive are those the producers hold, :data:`QUEUE_BYTES` and the spares among them."""
 
     def __init__(self, write: Write) -> None:
         self.write = write
         self._cond = threading.Condition()
         self._items: collections.deque = collections.deque()
-        self._busy = 0  # queued or being written
+        self._busy = 0  # buffers queued or being written
+        self._queued_bytes = 0
         self._spare: list[memoryview] = []
         self._error: BaseException | None = None
         self._running = False
 
     def buffer(self) -> memoryview:
-        """A gathering buffer of :data:`STAGE_BYTES`: a written one, a new one while fewer than
-        :data:`QUEUE_DEPTH` are queued, else the next one written."""
+        """A gathering buffer of :data:`STAGE_BYTES`: a written one, else a new one."""
         with self._cond:
-            while not self._spare and self._busy >= QUEUE_DEPTH and self._error is None:
-                self._cond.wait()
             if self._spare:
                 return self._spare.pop()
         return _new_buffer(STAGE_BYTES)
@@ -112,10 +111,13 @@ class DirectQueue:
         buffer belongs to the queue until it is written, then goes to ``done`` (default: this queue's
         gathering buffers)."""
         with self._cond:
+            while self._queued_bytes >= QUEUE_BYTES and self._error is None:
+                self._cond.wait()
             if self._error is not None:
                 raise self._error
             self._items.append((index, buf, n, file_offset, done))
             self._busy += 1
+            self._queued_bytes += n
             if not self._running:
                 self._running = True
                 threading.Thread(target=self._run, name="ninfer-direct-writes", daemon=True).start()
@@ -141,6 +143,7 @@ class DirectQueue:
                     if done is None:
                         self._spare.append(buf)
                     self._busy -= 1
+                    self._queued_bytes -= n
                     self._cond.notify_all()
 
     def drain(self) -> None:

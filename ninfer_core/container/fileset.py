@@ -336,6 +336,7 @@ class FileSetWriter:
             raise
         self._temps.paths, self._temps.published = [], []
         self._finalizer.detach()
+        self._queue = self._boundary = None  # their buffers go with them
         return self.entry
 
     def abort(self) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from ninfer_core import ArtifactWriter, Component, open_artifact
 from ninfer_core.container import direct, fileset
-from ninfer_core.container.direct import QUEUE_DEPTH, STAGE_BYTES, UNIT, DirectQueue, DirectRun, open_direct
+from ninfer_core.container.direct import QUEUE_BYTES, STAGE_BYTES, UNIT, DirectQueue, DirectRun, open_direct
 from ninfer_core.container.filecopy import FileRange
 from ninfer_core.errors import WriterError
 
@@ -105,7 +105,7 @@ def test_run_aligned_start_is_all_direct_but_the_last_partial_unit():
     assert rec.buffered_ranges == [(0, 5 * UNIT, 5 * UNIT + 100)]
 
 
-def test_queue_writes_on_its_own_thread_and_bounds_its_buffers():
+def test_queue_writes_on_its_own_thread_and_bounds_what_it_holds():
     gate, threads, written = threading.Event(), set(), []
 
     def write(index, data, offset):
@@ -114,19 +114,20 @@ def test_queue_writes_on_its_own_thread_and_bounds_its_buffers():
         written.append(offset)
 
     queue = DirectQueue(write)
-    held = [queue.buffer() for _ in range(QUEUE_DEPTH)]
+    held = [queue.buffer() for _ in range(QUEUE_BYTES // STAGE_BYTES)]
     for k, buf in enumerate(held):
-        queue.submit(0, buf, UNIT, k * UNIT)  # returns at once: the write waits on the gate
-    got = []
-    waiter = threading.Thread(target=lambda: got.append(queue.buffer()))
+        queue.submit(0, buf, STAGE_BYTES, k * STAGE_BYTES)  # returns at once: the write waits on the gate
+    more = queue.buffer()
+    assert all(more.obj is not b.obj for b in held)  # none written yet: a new buffer
+    waiter = threading.Thread(target=lambda: queue.submit(0, more, UNIT, 99 * STAGE_BYTES))
     waiter.start()
     time.sleep(0.2)
-    assert not got  # QUEUE_DEPTH buffers queued: a producer waits for the disk
+    assert waiter.is_alive()  # QUEUE_BYTES queued: a producer waits for the disk
     gate.set()
     waiter.join(10)
     queue.drain()
-    assert got and any(got[0].obj is b.obj for b in held)  # a written buffer, reused
-    assert written == [k * UNIT for k in range(QUEUE_DEPTH)]  # in the order queued
+    assert any(queue.buffer().obj is b.obj for b in held)  # a written buffer, reused
+    assert written == [k * STAGE_BYTES for k in range(len(held))] + [99 * STAGE_BYTES]  # in the order queued
     assert threads == {"ninfer-direct-writes"}
 
 
@@ -252,11 +253,12 @@ def test_durable_copy_moves_whole_units_in_the_kernel_and_assembles_its_ends(tmp
         w.plan()
         w.write_object("a", FileRange(src, 13, sizes["a"]))
         w.write_object("b", payload[5:5 + sizes["b"]])
+        direct_ok = w._files._boundary is not None
         files = w._files
     with open_artifact(path) as art:
         assert art.resource("a") == payload[13:13 + sizes["a"]].tobytes()
         assert art.resource("b") == payload[5:5 + sizes["b"]].tobytes()
-    if files._boundary is None:  # no O_DIRECT on this file system: the whole range is copied in the kernel
+    if not direct_ok:  # no O_DIRECT on this file system: the whole range is copied in the kernel
         assert [n for _, n in copied] == [sizes["a"]]
     else:
         assert copied and all(off % UNIT == 0 and n % UNIT == 0 for off, n in copied)
