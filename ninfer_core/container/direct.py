@@ -70,8 +70,13 @@ def pwrite_direct(fd: int, data: memoryview, file_offset: int) -> bool:
     return True
 
 
-def _new_buffer(size: int) -> memoryview:
-    return memoryview(mmap.mmap(-1, size))  # page-aligned
+def _new_buffer(size: int) -> memoryview | None:
+    """A page-aligned buffer, or None when the process may not have more memory (``ulimit -v``, a cgroup):
+    then the bytes go through the page cache instead — direct writes are a speed-up, never a requirement."""
+    try:
+        return memoryview(mmap.mmap(-1, size))
+    except (OSError, MemoryError):
+        return None
 
 
 class DirectQueue:
@@ -92,8 +97,8 @@ class DirectQueue:
         self._error: BaseException | None = None
         self._running = False
 
-    def buffer(self) -> memoryview:
-        """A gathering buffer of :data:`STAGE_BYTES`: a written one, else a new one."""
+    def buffer(self) -> memoryview | None:
+        """A gathering buffer of :data:`STAGE_BYTES`: a written one, else a new one (None: no memory)."""
         with self._cond:
             if self._spare:
                 return self._spare.pop()
@@ -118,9 +123,13 @@ class DirectQueue:
             self._items.append((index, buf, n, file_offset, done))
             self._busy += 1
             self._queued_bytes += n
-            if not self._running:
-                self._running = True
+            start = not self._running
+            self._running = True
+        if start:
+            try:
                 threading.Thread(target=self._run, name="ninfer-direct-writes", daemon=True).start()
+            except RuntimeError:  # no thread to be had (a limit on memory or threads): write here
+                self._run()
 
     def _run(self) -> None:
         while True:
@@ -164,12 +173,13 @@ class DirectQueue:
 
 class DirectRun:
     """One thread's in-order bytes of one object: whole units queued on ``queue``, the bytes of units the
-    run does not fill given to ``partial`` (a :meth:`BoundaryUnits.add`). Call :meth:`write` with
+    run does not fill given to ``partial`` (a :meth:`BoundaryUnits.add`); without memory for a gathering
+    buffer, the run's own units are written by ``buffered``. Call :meth:`write` with
     consecutive file positions and :meth:`close` at the end; a write that does not continue the last one
     ends the run there and starts a new one. :meth:`release` gives the gathering buffer back."""
 
-    def __init__(self, queue: DirectQueue, partial: Write) -> None:
-        self.queue, self.partial = queue, partial
+    def __init__(self, queue: DirectQueue, partial: Write, buffered: Write) -> None:
+        self.queue, self.partial, self.buffered = queue, partial, buffered
         self.stage: memoryview | None = None
         self.index, self.base, self.fill = -1, 0, 0  # file, file offset of stage[0], bytes gathered
 
@@ -186,6 +196,14 @@ class DirectRun:
                 self.index, self.base = index, file_offset
             if self.stage is None:
                 self.stage = self.queue.buffer()
+                if self.stage is None:  # no memory: whole units are this run's alone, so written buffered
+                    n = len(data) - (file_offset + len(data)) % UNIT
+                    if n:
+                        self.buffered(index, data[:n], file_offset)
+                    if n < len(data):  # a unit it may not fill: shared territory
+                        self.partial(index, data[n:], file_offset + n)
+                    self.index, self.base = -1, 0
+                    return
             n = min(len(data), STAGE_BYTES - self.fill)
             self.stage[self.fill:self.fill + n] = data[:n]
             self.fill += n
@@ -194,12 +212,12 @@ class DirectRun:
                 self._emit(STAGE_BYTES)
 
     def close(self) -> None:
-        """Queue the gathered whole units; give the rest (the run's last, partial unit) to ``partial``."""
+        """Give the run's last, partial unit to ``partial`` and queue the gathered whole units."""
         whole = self.fill // UNIT * UNIT
+        if self.fill > whole:
+            self.partial(self.index, self.stage[whole:self.fill], self.base + whole)
         if whole:
             self._emit(whole)
-        if self.fill:
-            self.partial(self.index, self.stage[:self.fill], self.base)
         self.index, self.base, self.fill = -1, 0, 0
 
     def release(self) -> None:
@@ -209,14 +227,10 @@ class DirectRun:
             self.stage = None
 
     def _emit(self, n: int) -> None:
-        """Queue the first ``n`` gathered bytes (whole units); the rest moves to a new buffer."""
-        full, rest = self.stage, self.fill - n
-        self.stage = None
-        if rest:
-            self.stage = self.queue.buffer()
-            self.stage[:rest] = full[n:n + rest]
+        """Queue the first ``n`` gathered bytes (whole units, all there is: the buffer goes with them)."""
+        full, self.stage = self.stage, None
         self.queue.submit(self.index, full, n, self.base)
-        self.base, self.fill = self.base + n, rest
+        self.base, self.fill = self.base + n, 0
 
 
 _BUFFERED, _WRITTEN = "buffered", "written"  # a unit's state once it is no longer gathered
@@ -266,8 +280,10 @@ class BoundaryUnits:
                 expected = self.expected(index, unit)
                 if expected is None:
                     state = self._units[key] = _BUFFERED
+                elif (buf := self._buffer()) is None:  # no memory to assemble it
+                    state = self._units[key] = _BUFFERED
                 else:
-                    state = self._units[key] = _Gathering(self._buffer(), expected)
+                    state = self._units[key] = _Gathering(buf, expected)
                     self._gathering += 1
                     if self._gathering > MAX_GATHERING:
                         evicted = self._evict_oldest()
@@ -294,8 +310,8 @@ class BoundaryUnits:
         with self._lock:
             self._spare.append(buf)
 
-    def _buffer(self) -> memoryview:
-        """A zeroed unit buffer (under the lock)."""
+    def _buffer(self) -> memoryview | None:
+        """A zeroed unit buffer (under the lock); None: no memory."""
         if self._spare:
             buf = self._spare.pop()
             np.frombuffer(buf, dtype=np.uint8)[:] = 0

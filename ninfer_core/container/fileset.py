@@ -205,7 +205,8 @@ class FileSetWriter:
         docs/io-speed.md §Direct writes). Close it, then release it."""
         if self._queue is None:
             return None
-        return DirectRun(self._queue, self._guarded_write if self._boundary is None else self._boundary.add)
+        return DirectRun(self._queue, self._guarded_write if self._boundary is None else self._boundary.add,
+                         self._guarded_write)
 
     def _unit_object_bytes(self, index: int, unit: int) -> int | None:
         """How many object bytes unit ``unit`` of file ``index`` holds; None when it holds header bytes or

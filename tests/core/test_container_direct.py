@@ -52,7 +52,7 @@ class Recorder:
 
     def run(self) -> tuple[DirectQueue, DirectRun]:
         queue = DirectQueue(self.direct)
-        return queue, DirectRun(queue, self.buffered)
+        return queue, DirectRun(queue, self.buffered, self.buffered)
 
 
 def _check_units_exclusive(rec: Recorder) -> None:
@@ -140,8 +140,13 @@ def test_queue_keeps_its_first_error_and_writes_nothing_after_it():
         written.append(offset)
 
     queue = DirectQueue(write)
+    refused = 0
     for k in range(4):
-        queue.submit(0, queue.buffer(), UNIT, k * UNIT)
+        try:
+            queue.submit(0, queue.buffer(), UNIT, k * UNIT)
+        except OSError:  # the error came back already
+            refused += 1
+    assert refused <= 2
     with pytest.raises(OSError):
         queue.drain()
     assert written == [0]
@@ -294,7 +299,7 @@ def test_boundary_units_write_each_unit_once_as_a_whole_or_buffered(monkeypatch,
         a, b = objects[k]
         data = rng.integers(1, 256, b - a, dtype=np.uint8)
         want[a:b] = data.tobytes()
-        run = DirectRun(queue, units.add)
+        run = DirectRun(queue, units.add, rec.buffered)
         try:
             cut = int(rng.integers(0, b - a + 1))
             run.write(0, memoryview(data[:cut]), a)
@@ -311,3 +316,48 @@ def test_boundary_units_write_each_unit_once_as_a_whole_or_buffered(monkeypatch,
     assert all(b <= file_end for _, _, b in rec.direct_ranges)
     if gathering == 32:  # room for every shared unit: all but the units with the header or the file's end
         assert {(a // UNIT) for _, a, _ in rec.buffered_ranges} <= {0, file_end // UNIT}
+
+
+def test_without_memory_for_buffers_everything_is_written_buffered(monkeypatch):
+    """Direct writes are a speed-up: where no buffer can be had (ulimit -v), a run writes its own units
+    buffered and the shared ones are not assembled — the same bytes, and still no unit written both ways."""
+    monkeypatch.setattr(direct, "_new_buffer", lambda size: None)
+    rec = Recorder()
+    queue = DirectQueue(rec.direct)
+    units = direct.BoundaryUnits(lambda index, unit: UNIT, rec.buffered, queue)
+    data = np.arange(3 * STAGE_BYTES + 77, dtype=np.uint64).astype(np.uint8) | 1
+    run = DirectRun(queue, units.add, rec.buffered)
+    try:
+        run.write(0, memoryview(data[:STAGE_BYTES + 5]), 1000)
+        run.write(0, memoryview(data[STAGE_BYTES + 5:]), 1000 + STAGE_BYTES + 5)
+        run.close()
+    finally:
+        run.release()
+    units.flush()
+    queue.drain()
+    assert not rec.direct_ranges
+    assert bytes(rec.files[0][1000:]) == data.tobytes()
+
+
+def test_queue_writes_in_the_caller_when_no_thread_can_start(monkeypatch):
+    written = []
+
+    class NoThread:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def start(self):
+            raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(direct.threading, "Thread", NoThread)
+    queue = DirectQueue(lambda index, data, offset: written.append((threading.current_thread(), offset)))
+    queue.submit(0, queue.buffer(), UNIT, 0)
+    queue.drain()
+    assert written == [(threading.current_thread(), 0)]
+
+
+def test_durable_writer_without_memory_for_buffers_writes_the_same_bytes(tmp_path, monkeypatch):
+    monkeypatch.setattr(direct, "_new_buffer", lambda size: None)
+    files = _write(tmp_path / "m.ninfer")
+    _check(tmp_path / "m.ninfer")
+    assert files.direct_bytes == 0
