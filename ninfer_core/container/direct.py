@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ninfer_core.errors import WriterError
+
 #: bytes of one directly written unit: the largest page-cache folio (2 MiB with 4 KiB pages), and a multiple
 #: of every logical block size
 UNIT = 2 << 20
@@ -236,6 +238,11 @@ class DirectRun:
 _BUFFERED, _WRITTEN = "buffered", "written"  # a unit's state once it is no longer gathered
 
 
+def _written_twice(index: int, unit: int) -> WriterError:
+    return WriterError(f"bytes [{unit * UNIT}, {(unit + 1) * UNIT}) of file {index} were written more than once "
+                       "(chunks of an object overlap)", section="§11.4", rule="object_length")
+
+
 class _Gathering:
     """A unit being assembled: its bytes so far (zero elsewhere) and how many object bytes it still awaits."""
 
@@ -288,13 +295,13 @@ class BoundaryUnits:
                     if self._gathering > MAX_GATHERING:
                         evicted = self._evict_oldest()
             if state is _WRITTEN:
-                raise ValueError(f"unit {unit} of file {index} was written already")
+                raise _written_twice(index, unit)
             if isinstance(state, _Gathering):
                 state.buf[at:at + len(data)] = data
                 state.parts.append((at, at + len(data)))
                 state.missing -= len(data)
                 if state.missing < 0:
-                    raise ValueError(f"unit {unit} of file {index} got more object bytes than it holds")
+                    raise _written_twice(index, unit)
                 if state.missing == 0:
                     complete = state
                     self._units[key] = _WRITTEN

@@ -18,6 +18,7 @@ from ninfer_core import ArtifactWriter, Component, open_artifact
 from ninfer_core.container import direct, fileset
 from ninfer_core.container.direct import QUEUE_BYTES, STAGE_BYTES, UNIT, DirectQueue, DirectRun, open_direct
 from ninfer_core.container.filecopy import FileRange
+from ninfer_core.container.object_data import Placed
 from ninfer_core.errors import WriterError
 
 
@@ -361,3 +362,25 @@ def test_durable_writer_without_memory_for_buffers_writes_the_same_bytes(tmp_pat
     files = _write(tmp_path / "m.ninfer")
     _check(tmp_path / "m.ninfer")
     assert files.direct_bytes == 0
+
+
+def test_overlapping_chunks_in_a_shared_unit_are_a_typed_error(tmp_path):
+    """Placed chunks that overlap inside a unit being assembled: the writer's own ``object_length`` error
+    (the same rule its coverage check gives), not a crash, and nothing is published."""
+    data = np.random.default_rng(9).integers(0, 256, 3 * UNIT, dtype=np.uint8)
+    cut = 2 * UNIT + UNIT // 2 - 10_000  # inside the unit the object shares with the next one
+    with pytest.raises(WriterError) as err:
+        with ArtifactWriter(tmp_path / "m.ninfer", components={"text": Component(
+                {"architectures": ["Test"]}, resources={k: k for k in "abc"})}, metadata={"name": "t"},
+                provenance={}) as w:
+            for k, n in (("a", UNIT // 2 + 12_345), ("b", data.size), ("c", 2 * UNIT)):
+                w.add_resource(k, n)
+            w.plan()
+            direct_ok = w._files._boundary is not None
+            w.write_object("a", np.ones(UNIT // 2 + 12_345, dtype=np.uint8))
+            w.write_object("c", np.ones(2 * UNIT, dtype=np.uint8))
+            w.write_object("b", [Placed(0, data[:cut]), Placed(cut - 1000, data[cut - 1000:])])
+    assert err.value.rule == "object_length"
+    # assembled units notice it first; through the page cache the object's coverage check does
+    assert ("more than once" if direct_ok else "overlap at byte") in str(err.value)
+    assert os.listdir(tmp_path) == []
