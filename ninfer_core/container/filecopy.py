@@ -55,12 +55,9 @@ class FileRange:
         """``length`` bytes of the range from its byte ``start``."""
         fd = _open_source(self.path)
         try:
-            data = os.pread(fd, length, self.offset + start)
+            return self._pread(fd, start, length)
         finally:
             os.close(fd)
-        if len(data) != length:
-            raise _short(self, start + len(data))
-        return data
 
     def chunks(self, size: int = FALLBACK_BUFFER) -> Iterator[bytes]:
         """The range's bytes read in pieces of at most ``size`` (for consumers that need the bytes: a
@@ -68,13 +65,17 @@ class FileRange:
         fd = _open_source(self.path)
         try:
             for off in range(0, self.length, size):
-                n = min(size, self.length - off)
-                data = os.pread(fd, n, self.offset + off)
-                if len(data) != n:
-                    raise _short(self, off + len(data))
-                yield data
+                yield self._pread(fd, off, min(size, self.length - off))
         finally:
             os.close(fd)
+
+    def _pread(self, fd: int, start: int, length: int) -> bytes:
+        """``length`` bytes from the range's byte ``start``, read from the source open as ``fd``; a source
+        that ends first is a :class:`WriterError` (rule ``object_length``)."""
+        data = os.pread(fd, length, self.offset + start)
+        if len(data) != length:
+            raise _short(self, start + len(data))
+        return data
 
 
 def _open_source(path: str | os.PathLike) -> int:

@@ -7,11 +7,11 @@ must hold), writes the headers and the padded JSON, then accepts payload bytes a
 from any thread: a logical range is mapped to files exactly as a reader maps it (§11.2) and written
 with ``os.pwrite``, at most :data:`~ninfer_core.container.filecopy.WRITE_BYTES` per call (docs/io-speed.md
 §Write size); a durable writer writes whole 2 MiB units past the page cache instead, on a thread of their
-own (:mod:`.direct`, docs/io-speed.md §Direct writes). :meth:`commit` checks that the required logical ranges were fully written, flushes
-(``fsync``) the files, publishes the parts first and the entry last without ever replacing an existing
-name, and flushes the directory. :meth:`abort` (called on any failure, ``KeyboardInterrupt``
-included) waits for in-flight writes, closes and removes every temporary and any part already
-published without its entry.
+own (:mod:`.direct`, docs/io-speed.md §Direct writes). :meth:`commit` checks that the required logical
+ranges were fully written, flushes (``fsync``) the files, publishes the parts first and the entry last
+without ever replacing an existing name, and flushes the directory. :meth:`abort` (called on any failure,
+``KeyboardInterrupt`` included) waits for in-flight writes, closes and removes every temporary and any
+part already published without its entry.
 """
 
 from __future__ import annotations
@@ -59,6 +59,15 @@ def file_head(plan: FilePlan, index: int, artifact_id: bytes) -> bytes:
     return PartHeader(index, artifact_id).pack()
 
 
+def _close_quietly(fds: list[int | None]) -> None:
+    for fd in fds:
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
 class _Temps:
     """The temporaries and published names of one writer; removing them is idempotent."""
 
@@ -69,21 +78,12 @@ class _Temps:
         self.published: list[Path] = []
 
     def close_direct(self) -> None:
-        for fd in self.direct_fds:
-            if fd is not None:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        _close_quietly(self.direct_fds)
         self.direct_fds = []
 
     def remove(self) -> None:
         self.close_direct()
-        for fd in self.fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        _close_quietly(self.fds)
         self.fds = []
         for path in self.paths + self.published:
             try:
@@ -216,7 +216,7 @@ class FileSetWriter:
             return None
         lo = self.plan.file_offsets[index] + start - self.plan.payload_start(index)
         hi = lo + UNIT
-        first = max(0, bisect.bisect_right(self._object_ends, lo))
+        first = bisect.bisect_right(self._object_ends, lo)
         last = bisect.bisect_left(self._object_starts, hi)
         return sum(min(hi, self._object_ends[k]) - max(lo, self._object_starts[k]) for k in range(first, last))
 
