@@ -17,7 +17,7 @@ from pathlib import Path
 from converters.errors import MappingError
 from converters.mapping import expr
 from converters.mapping import transforms as transform_registry
-from converters.mapping.located import Located, LocatedError, load_located
+from converters.mapping.located import MAX_FILE_BYTES, Located, LocatedError, load_located
 from converters.mapping.schema import (
     EXPR_PLACEHOLDER_RE,
     LAYER_PLACEHOLDER,
@@ -38,6 +38,7 @@ from converters.mapping.schema import (
 )
 from converters.model.architectures import ARCHITECTURE_MODULES
 from converters.model.architectures import module as architecture_module
+from converters.sources.fileio import read_bounded, resolved
 
 
 def mapping_path(architecture: str, component: str) -> Path:
@@ -55,11 +56,8 @@ def load_mapping_for(architecture: str, component: str = "text") -> Mapping:
 
 def load_mapping(path: str | Path) -> Mapping:
     """Load and validate one mapping file (cached by resolved path and content hash)."""
-    path = Path(path).resolve()
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise MappingError(f"cannot read the mapping file: {exc.strerror}", file=str(path)) from None
+    path = resolved(path)
+    data = read_bounded(path, MAX_FILE_BYTES, what="mapping")
     return _load_cached(str(path), hashlib.sha256(data).hexdigest())
 
 
@@ -69,7 +67,7 @@ def parameter_roles(path: str | Path) -> set[str]:
     before the source is read, while a conversion binds — and :func:`load_mapping` validates whole — only
     the mappings of its source (docs/io-speed.md §Fixed costs). A valid mapping gives the roles of its
     :meth:`~converters.mapping.schema.Mapping.parameters`."""
-    path = Path(path).resolve()
+    path = resolved(path)
     try:
         doc = load_located(path)
     except LocatedError as exc:

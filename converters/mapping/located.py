@@ -53,12 +53,12 @@ class Located:
 
 
 def load_located(path: str | Path) -> Located:
-    """Read and compose ``path``; raises :class:`LocatedError` for syntax errors and duplicate keys."""
-    path = Path(path)
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise LocatedError(f"file is {size} bytes, more than the {MAX_FILE_BYTES} accepted", 1)
-    return parse_located(path.read_bytes().decode("utf-8"), str(path))
+    """Read (:func:`~converters.sources.fileio.read_bounded`: a regular file of at most
+    :data:`MAX_FILE_BYTES`) and compose ``path``; raises :class:`LocatedError` for syntax errors and
+    duplicate keys."""
+    from converters.sources.fileio import read_bounded
+
+    return parse_located(read_bounded(path, MAX_FILE_BYTES, what="YAML file").decode("utf-8"), str(path))
 
 
 def parse_located(text: str, file: str) -> Located:

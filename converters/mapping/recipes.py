@@ -66,7 +66,7 @@ from pathlib import Path
 
 from converters import ROOT
 from converters.errors import RecipeError
-from converters.mapping.located import Located, LocatedError, load_located
+from converters.mapping.located import MAX_FILE_BYTES, Located, LocatedError, load_located
 from ninfer_core import codecs
 
 RECIPES_DIR = ROOT / "recipes"
@@ -214,11 +214,10 @@ def recipe_path(name_or_path: str | Path) -> Path:
 
 def load_recipe(name_or_path: str | Path, *, known_roles: set[str] | None = None) -> Recipe:
     """Load and validate a recipe; ``known_roles`` defaults to the roles of every shipped mapping."""
-    path = recipe_path(name_or_path).resolve()
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise RecipeError(f"cannot read the recipe: {exc.strerror}", file=str(path), rule="recipe_read") from None
+    from converters.sources.fileio import read_bounded, resolved
+
+    path = resolved(recipe_path(name_or_path))
+    data = read_bounded(path, MAX_FILE_BYTES, what="recipe")
     roles = frozenset(known_roles) if known_roles is not None else None
     return _load(str(path), hashlib.sha256(data).hexdigest(), roles)
 

@@ -24,7 +24,6 @@ non-negative integers.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,16 +91,13 @@ def proposal_parameters(text_config: dict, record: dict | None) -> dict[str, tup
 
 def read_token_counts(path: Path, vocab_size: int) -> np.ndarray:
     """Counts per token id (int64 ``[vocab_size]``, 0 for ids the file does not list)."""
+    from converters.sources.fileio import read_bounded
+
     path = Path(path)
+    data = read_bounded(path, MAX_COUNTS_BYTES, what="token-count file", too_big=lambda size: _bad(
+        path, f"{size} bytes exceed the {MAX_COUNTS_BYTES}-byte limit of a token-count file", "counts_size"))
     try:
-        size = path.stat().st_size
-        if size > MAX_COUNTS_BYTES:
-            raise _bad(path, f"{size} bytes exceed the {MAX_COUNTS_BYTES}-byte limit of a token-count file",
-                       "counts_size")
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConversionError(f"cannot read the token-count file: {exc.strerror}", file=str(path),
-                              rule="counts_read") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise _bad(path, "not UTF-8 text", "counts_format") from None
     pairs = _json_pairs(path, text, vocab_size) if text.lstrip().startswith("{") else _tsv_pairs(path, text)
@@ -123,11 +119,18 @@ def _bad(path: Path, message: str, rule: str) -> ConversionError:
 
 
 def _int(path: Path, where: str, text) -> int:
+    """An integer that fits int64 (ASCII digits in text: a count is at most 19 of them)."""
+    value = None
     if isinstance(text, int) and not isinstance(text, bool):
-        return text
-    if isinstance(text, str) and text.strip().lstrip("-").isdecimal():
-        return int(text)
-    raise _bad(path, f"{where}: {text!r} is not an integer", "counts_format")
+        value = text
+    elif isinstance(text, str) and (digits := text.strip().removeprefix("-")).isascii() and digits.isdigit():
+        value = int(text) if len(digits) <= 19 else None
+    if value is None:
+        raise _bad(path, f"{where}: {(text[:40] if isinstance(text, str) else text)!r} is not an integer",
+                   "counts_format")
+    if not -(2**63) <= value < 2**63:
+        raise _bad(path, f"{where}: {value} does not fit a 64-bit count", "counts_value")
+    return value
 
 
 def _tsv_pairs(path: Path, text: str):
@@ -143,10 +146,13 @@ def _tsv_pairs(path: Path, text: str):
 
 
 def _json_pairs(path: Path, text: str, vocab_size: int):
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _bad(path, f"JSON does not parse: {exc.msg} (line {exc.lineno})", "counts_format") from None
+    from converters.errors import SourceFormatError
+    from converters.sources import strict_json
+
+    try:  # strict: duplicate ids, NaN and nesting over 32 levels are refused too
+        doc = strict_json.loads(text.encode("utf-8"), file=path, what="token counts")
+    except SourceFormatError as exc:
+        raise _bad(path, f"JSON does not parse: {exc.message}", "counts_format") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("counts"), dict):
         raise _bad(path, 'expected {"counts": {"<id>": count, ...}}', "counts_format")
     declared = doc.get("vocab_size")

@@ -21,11 +21,12 @@ import hashlib
 import os
 import stat
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from converters.errors import SourceError, SourceFormatError
-from converters.sources.limits import HEADER_CAP
+from converters.sources.limits import HEADER_CAP, limit_error
 
 # errnos that mean the selected target itself is unusable (not a host failure).
 _TARGET_ERRNOS = {
@@ -40,6 +41,9 @@ _TARGET_ERRNOS = {
 }
 
 READ_CHUNK = 4 * 1024 * 1024
+#: the Linux limits a path meets (a name of a directory entry, a whole path): os_error names them
+NAME_MAX = 255
+PATH_MAX = 4096
 
 
 class SourceIOError(SourceError, OSError):
@@ -60,6 +64,8 @@ class SourceIOError(SourceError, OSError):
 def os_error(exc: OSError, path, action: str) -> SourceError:
     """Map an ``OSError`` from ``action`` on ``path`` to a typed source error."""
     reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    if exc.errno == errno.ENAMETOOLONG:
+        reason += f" (a name is over {NAME_MAX} bytes or the path over {PATH_MAX})"
     category = _TARGET_ERRNOS.get(exc.errno)
     if category is not None:
         return SourceError(f"cannot {action}: {reason}", file=str(path), code="target_unavailable",
@@ -166,6 +172,54 @@ class OpenFile:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def read_bounded(path, limit: int, *, what: str, too_big: Callable[[int], Exception] | None = None) -> bytes:
+    """The whole of a small file the tool reads (recipe, mapping, side JSON, token counts, view): opened as
+    :class:`OpenFile` does — a regular file only, so a FIFO or device never blocks or streams — and its size
+    checked against ``limit`` before a byte is read (docs/robustness.md §Promises). A file over the limit is
+    ``too_big(size)`` when the caller names its own error, else a typed ``limit_exceeded``."""
+    with OpenFile(path) as f:
+        if f.size > limit:
+            if too_big is not None:
+                raise too_big(f.size)
+            raise limit_error(f"{what} of {f.size} bytes exceeds the {limit}-byte limit", file=str(path),
+                              rule="file_size")
+        return f.pread(f.size, 0) if f.size else b""
+
+
+def resolved(path) -> Path:
+    """``Path(path).resolve()`` with the typed errors of an open: a symlink loop (a ``RuntimeError`` before
+    Python 3.13) or a name too long is ``target_unavailable`` naming ``path`` (docs/robustness.md §Promises)."""
+    try:
+        return Path(path).resolve()
+    except RuntimeError:
+        raise os_error(OSError(errno.ELOOP, os.strerror(errno.ELOOP)), path, "resolve the path") from None
+    except OSError as exc:
+        raise os_error(exc, path, "resolve the path") from None
+
+
+def is_directory(path) -> bool:
+    """Whether ``path`` names a directory (False when nothing is there); any other failure to stat it (a name
+    too long, a symlink loop, no permission) is the typed error of an open, not ``Path.is_dir``'s
+    ``OSError`` or silent False."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise os_error(exc, path, "stat the selected path") from None
+
+
+def lexists(path) -> bool:
+    """``os.path.lexists`` that answers a name too long with the typed error instead of False."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise os_error(exc, path, "stat the path") from None
+    return True
 
 
 class HeaderReader:

@@ -40,7 +40,6 @@ import functools
 import hashlib
 import json
 import logging
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +49,7 @@ import numpy as np
 from converters.errors import ConverterError, MappingError
 from converters.mapping.located import LocatedError, load_located
 from converters.model.config_rules import RULES_DIR
-from converters.sources.fileio import os_error
+from converters.sources.fileio import read_bounded
 from converters.sources.gguf_values import NonUTF8String
 
 logger = logging.getLogger(__name__)
@@ -154,23 +153,10 @@ def _load_frontend_rules(path: Path, size: int, mtime_ns: int) -> dict:
 # -- HF directory -------------------------------------------------------------------------------------------
 
 def _read_bounded(path: Path, limit: int) -> bytes:
-    try:
-        st = path.stat()
-        if not stat.S_ISREG(st.st_mode):  # a FIFO would block the open below
-            raise FrontendError("a frontend file is not a regular file", file=str(path), section=SECTION,
-                                rule="target_regular_file")
-        size = st.st_size
-        if size > limit:
-            raise FrontendError(f"{size} bytes exceed the {limit}-byte limit for a frontend file", file=str(path),
-                                section=SECTION, rule="resource_size")
-        with open(path, "rb") as f:
-            data = f.read(limit + 1)
-    except OSError as exc:
-        raise os_error(exc, path, "read a frontend resource") from None
-    if len(data) > limit:
-        raise FrontendError(f"file grew past the {limit}-byte limit while read", file=str(path), section=SECTION,
-                            rule="resource_size")
-    return data
+    """A frontend file: a regular file of at most ``limit`` bytes, read whole and no further."""
+    return read_bounded(path, limit, what="frontend file", too_big=lambda size: FrontendError(
+        f"{size} bytes exceed the {limit}-byte limit for a frontend file", file=str(path), section=SECTION,
+        rule="resource_size"))
 
 
 def _json_object(data: bytes, path: Path) -> dict:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from converters.errors import RecipeError
@@ -76,3 +79,20 @@ def test_recipe_by_path_and_precedence(tmp_path):
     assert r.role("norm").format == "bf16" and r.role("gdn.z").format == "q8_g32_fp16"
     assert r.role("gdn.a").format == "fp32" and r.role("gdn.a").activation_input_divisor == 2.5
     assert r.to_json()["sha256"] == r.sha256
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero", "loop", "long"])
+def test_recipe_path_that_is_no_regular_file_is_typed(tmp_path, special):
+    """A FIFO (would block), /dev/zero (would stream without end), a symlink loop and a name over 255 bytes
+    are each one typed error naming the path, before anything is read (docs/robustness.md §Promises)."""
+    from converters.errors import ConverterError
+
+    path = {"fifo": tmp_path / "r.yaml", "/dev/zero": Path("/dev/zero"), "loop": tmp_path / "loop.yaml",
+            "long": tmp_path / ("r" * 300 + ".yaml")}[special]
+    if special == "fifo":
+        os.mkfifo(path)
+    if special == "loop":
+        os.symlink(tmp_path / "loop2.yaml", path)
+        os.symlink(path, tmp_path / "loop2.yaml")
+    with pytest.raises(ConverterError, match="not a regular file|symbolic links|too long"):
+        load_recipe(path)

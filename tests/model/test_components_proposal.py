@@ -5,10 +5,12 @@ the reference order) as ``proposal/token_ids`` (int32) and the head's rows in th
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
-from converters.errors import ConversionError
+from converters.errors import ConversionError, ConverterError
 from converters.model.engine import logical_array
 from converters.pipeline.convert import convert
 from converters.pipeline.proposal import ProposalRequest, proposal_parameters, read_token_counts, shortlist
@@ -95,6 +97,11 @@ def test_rows_beyond_the_counted_tokens_follow_by_id():
     ('{"counts": [1, 2]}', "counts_format"),
     ('{"counts": {"1": 2.5}}', "counts_format"),
     ("{not json", "counts_format"),
+    ('{"counts": ' * 50000, "counts_format"),
+    ('{"counts": {"1": 1, "1": 2}}', "counts_format"),
+    ("token_id\tcount\n1\t" + "9" * 5000 + "\n", "counts_format"),
+    ("token_id\tcount\n1\t99999999999999999999\n", "counts_format"),
+    ('{"counts": {"1": 99999999999999999999}}', "counts_value"),
 ])
 def test_bad_count_files(tmp_path, text, rule):
     path = tmp_path / "c.txt"
@@ -123,3 +130,14 @@ def test_flag_combinations(args, rule):
         ProposalRequest.parse(*args)
     assert info.value.rule == rule
     assert ProposalRequest.parse(None, None, None) is None
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+def test_count_file_must_be_a_regular_file(tmp_path, special):
+    """A FIFO would block and /dev/zero would stream without end: both are refused before any read."""
+    path = tmp_path / "c.txt" if special == "fifo" else special
+    if special == "fifo":
+        os.mkfifo(path)
+    with pytest.raises(ConverterError, match="not a regular file") as info:
+        read_token_counts(path, V)
+    assert info.value.file == str(path)
