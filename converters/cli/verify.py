@@ -20,6 +20,7 @@ Examples::
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -89,14 +90,15 @@ def verify_cmd(
 ) -> None:
     """Acceptance of a written artifact: seven gates, values and order compared with the source."""
     from converters.acceptance.gates.verify import verify
+    from converters.sources.fileio import lexists
     from converters.sources.kind import require_kind
 
     chosen = parse_layers(layers)
     if sweep and chosen is not None:
         raise typer.BadParameter("--sweep and --layers exclude each other", param_hint="--layers")
-    if not artifact.exists() and not artifact.is_symlink():
+    if not lexists(artifact):
         raise ConverterError("artifact does not exist", file=str(artifact), rule="verify_target")
-    if artifact.exists():  # a damaged artifact goes on: the gates report what is wrong with it
+    if os.path.exists(artifact):  # a damaged artifact goes on: the gates report what is wrong with it
         require_kind(artifact, ("ninfer",), command="verify", rule="verify_target", pass_unrecognised=True)
     if source is not None:
         require_kind(source, SOURCE_KINDS, command="verify --source")

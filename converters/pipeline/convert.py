@@ -47,12 +47,13 @@ from converters.pipeline.produce import BlockErrors, ErrorStats, Producer
 from converters.pipeline.proposal import ProposalRequest
 from converters.pipeline.proposal import prepare as prepare_proposal
 from converters.pipeline.template import BorrowedObject, apply_template, prefix
+from converters.sources.fileio import is_directory, lexists, resolved
 from converters.sources.frontend import TEXT_ROLES, frontend_resources
 from converters.sources.hadamard import read_rotation
 from converters.sources.imatrix import read_imatrix
 from converters.sources.kind import wrong_kind
 from converters.sources.ternary import prove_objects
-from ninfer_core import ArtifactWriter, open_artifact
+from ninfer_core import ArtifactWriter, cleanup_temporaries, open_artifact
 from ninfer_core.container.filecopy import FileRange
 from ninfer_core.container.object_data import Placed
 from ninfer_core.errors import ArtifactExistsError
@@ -168,18 +169,19 @@ def check_output_free(output: Path, *, create_parent: bool = False, source=None)
     """Refuse an existing ``output``; its directory must exist, or with ``create_parent`` is created (as
     ``mkdir -p``: the commands do this, docs/cli.md §Outputs) — once ``source``, when given, is found, so a
     mistyped source leaves nothing behind and is the error reported."""
-    if source is not None and not os.path.exists(source) and not os.path.lexists(output):
+    if source is not None and not os.path.exists(source) and not lexists(output):
         return
-    if os.path.lexists(output):
+    if lexists(output):
+        cleanup_temporaries(output)  # a dead writer's leftovers of the published output (docs/robustness.md)
         raise ArtifactExistsError(f"{output.name} already exists; it is never overwritten (remove it or choose "
                                   "another name)", file=str(output), section="§11.4", rule="target_exists")
-    if create_parent and not output.parent.is_dir():
+    if create_parent and not is_directory(output.parent):
         try:
             output.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ConversionError(f"the output's directory cannot be created: {exc.strerror or exc}",
                                   file=str(output.parent), rule="target_path") from None
-    if not output.parent.is_dir():
+    if not is_directory(output.parent):
         raise ConversionError("the output's directory does not exist", file=str(output), rule="target_path")
 
 
@@ -226,11 +228,11 @@ class ConvertOptions:
         absolute ones make the output the same from any working directory, here or staged elsewhere."""
         from converters.model.components import parse_components
 
-        inputs = {k: [Path(p).resolve() for p in v] if isinstance(v, list) else Path(v).resolve() if v is not None
+        inputs = {k: [resolved(p) for p in v] if isinstance(v, list) else resolved(v) if v is not None
                   else None for k, v in (self.inputs or {}).items()} or None
-        return dataclasses.replace(self, source=Path(self.source).resolve(), inputs=inputs,
-                                   template=Path(self.template).resolve() if self.template is not None else None,
-                                   imatrix=Path(self.imatrix).resolve() if self.imatrix is not None else None,
+        return dataclasses.replace(self, source=resolved(self.source), inputs=inputs,
+                                   template=resolved(self.template) if self.template is not None else None,
+                                   imatrix=resolved(self.imatrix) if self.imatrix is not None else None,
                                    components=parse_components(self.components))
 
 

@@ -26,9 +26,11 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from converters.errors import ConversionError
+from converters.errors import ConversionError, SourceFormatError
 from converters.mapping.overrides import from_plan, to_plan
+from converters.sources import strict_json
 from converters.sources.atomic_write import write_new_file
+from converters.sources.fileio import lexists, read_bounded
 from converters.sources.kind import require_kind
 
 SCHEMA = "ninfer-convert-plan/v1"
@@ -138,18 +140,16 @@ class PlanFile:
     def load(cls, path: str | os.PathLike) -> PlanFile:
         """Read and check a plan file (typed errors naming the file and field)."""
         path = Path(path)
-        if path.exists():  # a model file or directory given for the plan: say what it is
-            require_kind(path, ("json",), command="encode / convert seal", rule="plan_schema", pass_unrecognised=True)
+        if not lexists(path):
+            raise ConversionError("plan file does not exist", file=str(path), rule="plan_missing")
+        # a model file or directory given for the plan: say what it is
+        require_kind(path, ("json",), command="encode / convert seal", rule="plan_schema", pass_unrecognised=True)
+        data = read_bounded(path, MAX_PLAN_BYTES, what="plan file", too_big=lambda size: ConversionError(
+            f"plan file of {size} bytes exceeds {MAX_PLAN_BYTES}", file=str(path), rule="plan_schema"))
         try:
-            size = path.stat().st_size
-            if size > MAX_PLAN_BYTES:
-                raise ConversionError(f"plan file of {size} bytes exceeds {MAX_PLAN_BYTES}", file=str(path),
-                                      rule="plan_schema")
-            value = json.loads(path.read_bytes())
-        except FileNotFoundError:
-            raise ConversionError("plan file does not exist", file=str(path), rule="plan_missing") from None
-        except (OSError, ValueError) as exc:
-            raise ConversionError(f"plan file is not readable JSON: {exc}", file=str(path),
+            value = strict_json.loads(data, file=path, what="plan file")
+        except SourceFormatError as exc:
+            raise ConversionError(f"plan file is not readable JSON: {exc.message}", file=str(path),
                                   rule="plan_schema") from None
         if not isinstance(value, dict) or value.get("schema") != SCHEMA:
             raise ConversionError(f"not a {SCHEMA} plan file", file=str(path), json_path="$.schema",

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from converters.errors import ConverterError
+from ninfer_core.container.tempfiles import temp_stem
 
 
 class OutputWriteError(ConverterError, OSError):
@@ -56,7 +57,7 @@ def write_new_file(path: str | Path, data: bytes, *, exists: Callable[[], Except
     path = Path(path)
     refuse_existing(path, exists)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+        fd, tmp = tempfile.mkstemp(prefix=f".{temp_stem(path.name)}.", suffix=".tmp",
                                    dir=path.parent if str(path.parent) else ".")
     except OSError as exc:
         raise output_write_error(path, exc, "create") from None

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from converters.errors import SourceError
-from converters.sources.fileio import OpenFile
+from converters.sources.fileio import OpenFile, is_directory
 from ninfer_core.container.framing import ENTRY_MAGIC, PART_MAGIC
 
 CALBIN_RUNTIME_META = "model_memory_reserved_info.txt"  # the file that marks a calbin package directory
@@ -83,7 +83,7 @@ def sniff(path: str | Path) -> str:
     unusable paths). The magic is matched without its version byte, so another container version is
     still named a ``.ninfer`` file and its reader says which version it is."""
     p = Path(path)
-    if p.is_dir():
+    if is_directory(p):
         return "directory"
     with OpenFile(p) as f:
         head = f.pread(min(f.size, 9), 0) if f.size else b""
@@ -104,7 +104,7 @@ def detect_kind(path: str | Path) -> str:
     """The kind of ``path`` (table above), from its content; a missing or unusable path raises
     :class:`~converters.errors.SourceError` (``target_unavailable``)."""
     p = Path(path)
-    if p.is_dir():
+    if is_directory(p):
         return "calbin" if is_calbin_package(p) else "hf"
     return sniff(p)
 

@@ -35,17 +35,27 @@ from ninfer_core.container.direct import (
 from ninfer_core.container.filecopy import WRITE_BYTES, FileRange, RangeCopier
 from ninfer_core.container.framing import EntryHeader, PartHeader
 from ninfer_core.container.planner import FilePlan
-from ninfer_core.container.tempfiles import fsync_directory, new_token, publish_noreplace, temp_name
+from ninfer_core.container.tempfiles import (
+    cleanup_temporaries,
+    fsync_directory,
+    new_token,
+    publish_noreplace,
+    temp_name,
+)
 from ninfer_core.errors import ArtifactExistsError, NinferError, WriterError
 
 log = logging.getLogger(__name__)
 
 
 def check_targets_free(entry: Path, names: list[str | None] | tuple[str | None, ...]) -> None:
-    """Refuse (before writing anything) when the entry or any planned part name exists (§11.4)."""
+    """Refuse (before writing anything) when the entry or any planned part name exists (§11.4). Refusing an
+    existing entry first removes dead writers' temporaries of it: one killed between publishing the entry
+    and removing its temporary left a hard link to the published entry that no later write would clean."""
     for name in names:
         final = entry if name is None else entry.parent / name
         if os.path.lexists(final):
+            if name is None:
+                cleanup_temporaries(entry)
             what = "artifact" if name is None else "continuation part"
             raise ArtifactExistsError(f"{what} {final.name} already exists; it is never overwritten (remove it "
                                       f"or choose another name)", file=str(final), section="§11.4",

@@ -4,6 +4,8 @@ A writer creates every file of an artifact as a hidden temporary in the target d
 
     .<final name>.tmp-<pid>-<token>      e.g. .model.ninfer.part-0001.tmp-4242-9f3c0a1b
 
+(a final name too long for that to fit the file system's 255-byte name limit is carried as ``~`` and 16 hex
+digits of its entry name's SHA-256, then its ``.part-NNNN``: :func:`temp_stem`)
 and publishes each by linking it to its final name, which fails if that name exists (no overwrite,
 even against a concurrent writer), then removing the temporary. A writer that dies without running
 its cleanup (``SIGKILL``, power loss) leaves temporaries behind but never a published artifact.
@@ -13,6 +15,7 @@ exists; every :class:`~ninfer_core.ArtifactWriter` runs it for its target before
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -26,16 +29,42 @@ from ninfer_core.errors import ArtifactExistsError, WriterError
 log = logging.getLogger(__name__)
 
 
+#: bytes a temporary's name adds to its stem: ".", ".tmp-", a pid (at most 7 digits on Linux), "-", 8 hex
+TEMP_EXTRA = 22
+NAME_MAX = 255
+_PART_SUFFIX = re.compile(r"\.part-\d{4,}\Z")
+
+
+def _hashed_stem(entry_name: str) -> str:
+    return "~" + hashlib.sha256(os.fsencode(entry_name)).hexdigest()[:16]
+
+
+def temp_stem(final_name: str) -> str:
+    """The final name as its temporary carries it: whole when ``.<name>.tmp-<pid>-<token>`` fits
+    :data:`NAME_MAX` bytes, else ``~<16 hex of the entry name's SHA-256>[.part-NNNN]`` — so an output name
+    that itself fits is never refused for its temporary's length."""
+    if len(os.fsencode(final_name)) + TEMP_EXTRA <= NAME_MAX:
+        return final_name
+    m = _PART_SUFFIX.search(final_name)
+    entry, part = (final_name[:m.start()], m.group(0)) if m else (final_name, "")
+    return _hashed_stem(entry) + part
+
+
 def temp_name(final_name: str, token: str) -> str:
-    return f".{final_name}.tmp-{os.getpid()}-{token}"
+    return f".{temp_stem(final_name)}.tmp-{os.getpid()}-{token}"
 
 
 def new_token() -> str:
     return secrets.token_hex(4)
 
 
+def _stems(entry_name: str) -> str:
+    """A regex of the stems an entry's temporaries may carry (:func:`temp_stem`)."""
+    return f"(?:{re.escape(entry_name)}|{re.escape(_hashed_stem(entry_name))})"
+
+
 def _pattern(entry_name: str) -> re.Pattern:
-    return re.compile(r"\." + re.escape(entry_name) + r"(?:\.part-\d{4,})?\.tmp-(\d+)-[0-9a-f]+\Z")
+    return re.compile(r"\." + _stems(entry_name) + r"(?:\.part-\d{4,})?\.tmp-(\d+)-[0-9a-f]+\Z")
 
 
 def _process_alive(pid: int) -> bool:
@@ -103,7 +132,7 @@ def orphan_parts(entry: str | os.PathLike) -> list[Path]:
         names = os.listdir(directory)
     except OSError:
         return []
-    temp = re.compile(r"\." + re.escape(entry.name) + r"\.tmp-(\d+)-[0-9a-f]+\Z")
+    temp = re.compile(r"\." + _stems(entry.name) + r"\.tmp-(\d+)-[0-9a-f]+\Z")
     part = re.compile(re.escape(entry.name) + r"\.part-\d{4,}\Z")
     dead, live = set(), set()
     for name in names:

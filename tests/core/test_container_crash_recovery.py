@@ -19,7 +19,7 @@ import pytest
 
 from converters import ROOT
 from ninfer_core import ArtifactWriter, Component, cleanup_temporaries, open_artifact, repack
-from ninfer_core.container import StagedArtifact, staging_dir_for
+from ninfer_core.container import StagedArtifact, staging_dir_for, tempfiles
 from ninfer_core.container.tempfiles import orphan_parts
 from ninfer_core.errors import ArtifactExistsError
 
@@ -179,3 +179,39 @@ def test_foreign_parts_with_another_id_are_never_touched(tmp_path):
     with pytest.raises(ArtifactExistsError, match="part-0002"):
         new_writer(entry).plan()
     assert visible(tmp_path) == ["a.ninfer.part-0002"]
+
+
+def test_a_rerun_removes_the_temporary_left_beside_a_published_entry(tmp_path):
+    """Killed between linking the entry and removing its temporary: the temporary is a hard link to the
+    published entry. The next write to that name is refused (the entry exists) and removes the leftover;
+    so does the conversion commands' output check."""
+    from converters.pipeline.convert import check_output_free
+
+    entry = tmp_path / "a.ninfer"
+    kill_while_publishing(entry, "writer", CALLS, "after-link")
+    leftover = [n for n in os.listdir(tmp_path) if n.startswith(".")]
+    assert len(leftover) == 1 and os.path.samefile(tmp_path / leftover[0], entry)
+    with pytest.raises(ArtifactExistsError):
+        new_writer(entry)
+    assert sorted(os.listdir(tmp_path)) == ALL_FILES
+    os.link(entry, tmp_path / ".a.ninfer.tmp-4194999-abcd")  # beyond pid_max on common systems: dead
+    with pytest.raises(ArtifactExistsError):
+        check_output_free(entry)
+    assert sorted(os.listdir(tmp_path)) == ALL_FILES
+
+
+@pytest.mark.parametrize("length", [233, 248])
+def test_a_name_that_fits_is_written_though_its_temporaries_would_not(tmp_path, length):
+    """``.<name>.tmp-<pid>-<token>`` passes 255 bytes for a long name: the temporary carries a hash of it
+    instead, and a dead writer's such temporaries are still recognised and removed."""
+    entry = tmp_path / ("n" * (length - len(".ninfer")) + ".ninfer")
+    limit = 3 * 4096 if length + len(".part-0001") <= 255 else None
+    w = ArtifactWriter(entry, components={"t": Component({})}, max_file_bytes=limit)
+    w.add_resource("r.a", 50000)
+    with w:
+        w.write_object("r.a", b"z" * 50000)
+    with open_artifact(entry) as art:
+        assert art.resource("r.a") == b"z" * 50000 and art.check_files() == []
+    stale = tmp_path / tempfiles.temp_name(entry.name + ".part-0001", "abcd").replace(str(os.getpid()), "4194999")
+    stale.write_bytes(b"x")
+    assert len(stale.name) <= 255 and cleanup_temporaries(entry) == [stale]

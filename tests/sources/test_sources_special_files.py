@@ -122,3 +122,41 @@ def test_part_symlink_leaving_the_directory(tmp_path, capsys):
     assert cli_main(["inspect", str(entry), "--json"]) == 0
     lims = json.loads(capsys.readouterr().out)["limitations"]
     assert [x["code"] for x in lims if "symlink" in x["code"]] == ["part_symlink_outside"]
+
+
+@pytest.fixture(scope="module")
+def gguf_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("src") / "m.gguf"
+    qwen35.write_gguf(path, qwen35.config(), matrix_type="Q8_0")
+    return path
+
+
+PATH_COMMANDS = [["inspect", "{p}"], ["gguf2ninfer", "{p}", "{o}"], ["st2ninfer", "{p}", "{o}"],
+                 ["repack", "{p}", "{o}"], ["check", "{p}"], ["verify", "{p}"], ["validate", "{p}"],
+                 ["encode", "{p}"], ["seal", "{p}"], ["gguf2ninfer", "{g}", "{o}", "--mmproj", "{p}"],
+                 ["gguf2ninfer", "{g}", "{o}", "--imatrix", "{p}"], ["gguf2ninfer", "{g}", "{o}", "--recipe", "{p}"],
+                 ["gguf2ninfer", "{g}", "{o}", "--proposal-counts", "{p}"], ["gguf2ninfer", "{g}", "{p}"]]
+
+
+@pytest.mark.parametrize("bad", ["long_name", "long_path", "loop"])
+@pytest.mark.parametrize("command", PATH_COMMANDS, ids=lambda c: " ".join(c).replace("{", "").replace("}", ""))
+def test_unusable_path_is_one_typed_line(tmp_path, capsys, gguf_file, command, bad):
+    """A name over 255 bytes, a path over 4,096 bytes, a symlink loop: wherever a path enters, one typed line
+    (and with --json one ninfer-error/v1 document), exit 1, nothing written (docs/robustness.md §Promises);
+    verify given a symlink loop reports it in its FAIL report instead."""
+    if bad == "loop":
+        p = tmp_path / "loop.yaml"
+        os.symlink(tmp_path / "loop2.yaml", p)
+        os.symlink(p, tmp_path / "loop2.yaml")
+    else:
+        p = tmp_path / ("x" * 300 + ".yaml") if bad == "long_name" else tmp_path / "/".join(["y" * 200] * 25)
+    o = tmp_path / "o.ninfer"
+    args = [a.format(p=p, o=o, g=gguf_file) for a in command]
+    report = bad == "loop" and command[0] == "verify"
+    assert cli_main(args) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == (0 if report else 1), err
+    assert cli_main([*args, "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] != "ninfer-error/v1" if report else doc["schema"] == "ninfer-error/v1"
+    assert not o.exists()

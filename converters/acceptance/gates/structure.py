@@ -75,7 +75,7 @@ def relative_name(file: str | None, root: Path) -> str | None:
     p = Path(file)
     try:
         return p.resolve().relative_to(root.resolve()).as_posix()
-    except (ValueError, OSError):
+    except (ValueError, OSError, RuntimeError):  # outside, unusable, or a symlink loop (Python < 3.13)
         return p.name
 
 
