@@ -62,13 +62,20 @@ def load_located(path: str | Path) -> Located:
 
 
 def parse_located(text: str, file: str) -> Located:
-    loader = _LOADER(text)
+    """Compose ``text``; any YAML error (a syntax error, or a character YAML does not allow, such as a control
+    character: PyYAML's ``ReaderError``, which has a position, not a mark) is a :class:`LocatedError`."""
+    try:
+        loader = _LOADER(text)
+    except yaml.reader.ReaderError as exc:  # the pure-Python reader checks the characters at once
+        raise _reader_error(exc, text) from None
     try:
         try:
             node = loader.get_single_node()
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark
             raise LocatedError(f"YAML syntax: {exc.problem or exc}", mark.line + 1 if mark else None) from None
+        except yaml.reader.ReaderError as exc:
+            raise _reader_error(exc, text) from None
         located = Located(file=file, data=None)
         if node is None:
             raise LocatedError("empty document", 1)
@@ -76,6 +83,13 @@ def parse_located(text: str, file: str) -> Located:
         return located
     finally:
         loader.dispose()
+
+
+def _reader_error(exc: yaml.reader.ReaderError, text: str) -> LocatedError:
+    where = exc.position if isinstance(exc.position, int) and 0 <= exc.position <= len(text) else None
+    code = exc.character if isinstance(exc.character, int) else ord(exc.character[:1] or "\0")
+    return LocatedError(f"YAML does not allow the character #x{code:04x} ({exc.reason})",
+                        text.count("\n", 0, where) + 1 if where is not None else None)
 
 
 def _build(node: yaml.Node, path: Path_, located: Located, loader: yaml.SafeLoader) -> object:

@@ -137,3 +137,18 @@ def test_generated_tables_are_current():
     from converters.mapping import doc
 
     assert doc.main(["--check"]) == 0, "run: python -m converters.mapping.doc"
+
+
+@pytest.mark.parametrize("char", ["\x01", "\x00", "\x1b", "\x7f", "\ufffe"])
+def test_a_character_yaml_refuses_is_a_located_error(tmp_path, char):
+    """PyYAML's ReaderError (a control character) is not a MarkedYAMLError: it is one typed error with the
+    line, in mappings and recipes alike."""
+    from converters.errors import RecipeError
+    from converters.mapping.recipes import load_recipe
+
+    for name, error, load in (("m.yaml", MappingError, load_mapping), ("r.yaml", RecipeError, load_recipe)):
+        path = tmp_path / name
+        path.write_text(f"name: x\ndescription: a{char}b\n", encoding="utf-8")
+        with pytest.raises(error, match="does not allow the character") as info:
+            load(path)
+        assert info.value.file == f"{path}:2" and info.value.rule == "yaml"
