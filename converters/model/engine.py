@@ -21,6 +21,7 @@ import numpy as np
 from converters.mapping import BoundModel, BoundParameter, bind, load_mapping_for
 from converters.mapping import transforms as T
 from converters.model import architectures
+from converters.model.architectures._args import bound_counts
 from converters.model.components import Context, open_inputs, parse_components, resolve_components
 from converters.model.config_normalize import explain_text_config
 from converters.sources import open_source
@@ -74,8 +75,11 @@ def open_model(path_or_source, *, components: Iterable[str] = ("text",), inputs:
         gguf_arch = source.metadata.get("general.architecture") if source.kind == "gguf" else None
         arch = architectures.for_config(config, gguf_architecture=gguf_arch, file=str(source.path), source=source)
         args = arch.Args.from_config(config, file=str(source.path))
+        bound_counts(args, [source], file=str(source.path))
         components = parse_components(components)
         records = resolve_components(Context(arch, config, sources), components)
+        for c in records:
+            bound_counts(c.args, sources.values(), file=str(source.path))
         mappings = [load_mapping_for(arch.NAME, "text")] + [c.mapping for c in records]
         bound = bind(mappings, args, sources, components=components,
                      component_args={c.id: c.args for c in records})

@@ -211,3 +211,24 @@ def test_any_ill_typed_config_value_is_a_config_error_not_a_crash(tmp_path):
                     except ConfigError as exc:
                         outcomes.add(exc.rule)
     assert {"ok", "field_type", "field_range", "vocab_size_mismatch", "unsupported_rope"} <= outcomes
+
+
+@pytest.mark.parametrize("field, value", [("num_hidden_layers", 2**31), ("num_hidden_layers", 10**20),
+                                          ("num_hidden_layers", 5 * 10**7)])
+def test_a_count_the_tensors_cannot_back_is_refused_before_allocating(tmp_path, field, value):
+    """2^31 layers was a MemoryError, 10^20 an OverflowError, 5x10^7 853 MB before its error: every count is
+    bounded by the tensors present first (a layer count by their number)."""
+    import resource
+
+    from converters.errors import ConversionError
+    from converters.model.engine import open_model
+
+    hf = qwen3.write_hf_dir(tmp_path / "hf", qwen3.config())
+    config = json.loads((hf / "config.json").read_text())
+    config[field] = value
+    (hf / "config.json").write_text(json.dumps(config))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ConversionError, match="exceeds what the checkpoint can back") as info:
+        open_model(hf)
+    assert info.value.rule == "config_count_bound" and info.value.json_path == f"config.{field}"
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # KiB

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -28,6 +29,28 @@ def args_from_config(cls: type[T], config: dict, *, file: str | None = None) -> 
                                   file=file, json_path=f"config.{f.name}", rule="config_field_missing")
         values[f.name] = _check(f.name, config[f.name], hints[f.name], file)
     return cls(**values)
+
+
+#: the count fields that size a list of layers (a layer has one tensor of its own at least)
+LAYER_COUNTS = ("num_hidden_layers", "mtp_num_hidden_layers", "depth")
+
+
+def bound_counts(args, sources: Iterable, *, file: str | None = None) -> None:
+    """Bound every count ``args`` declares by the tensors of ``sources`` before anything is sized by it
+    (docs/robustness.md §Promises): a layer count by the number of tensors, any other integer field by the
+    values they can hold (their elements, or 8 per stored byte, whichever is more). A config declaring
+    2^31 layers is then one typed error, not a list of 2^31 layer kinds."""
+    tensors = [t for src in sources for t in src.tensors.values()]
+    capacity = max(sum(t.elements for t in tensors), 8 * sum(t.byte_length or 0 for t in tensors))
+    for f in dataclasses.fields(args):
+        value = getattr(args, f.name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        limit, what = (len(tensors), "tensors") if f.name in LAYER_COUNTS else (capacity, "values its tensors hold")
+        if value > limit:
+            raise ConversionError(f"config field {f.name!r} = {value} exceeds what the checkpoint can back: it has "
+                                  f"{limit} {what}", file=file, json_path=f"config.{f.name}",
+                                  rule="config_count_bound")
 
 
 def _check(name: str, value: Any, hint: Any, file: str | None) -> Any:
