@@ -191,10 +191,13 @@ def inspect_cmd(
         raise typer.BadParameter("--detail must be 'full' or 'summary'")
     view_obj = None
     if view is not None:
-        try:
-            view_obj = json.loads(view)
-        except json.JSONDecodeError as exc:
-            raise typer.BadParameter(f"--view is not JSON: {exc}") from None
+        from converters.errors import SourceFormatError
+        from converters.sources import strict_json
+
+        try:  # strict and bounded: nesting over 32 levels, duplicate members and NaN are refused
+            view_obj = strict_json.loads(view.encode("utf-8", "surrogateescape"), file=None, what="--view")
+        except SourceFormatError as exc:
+            raise typer.BadParameter(f"--view is not JSON: {exc.message}") from None
     if import_bundle is not None or (isinstance(view_obj, dict) and "source" in view_obj):
         if evidence_output is not None or hash_mode != "header":
             raise typer.BadParameter("--import-bundle and a query object page retained facts: no "

@@ -162,8 +162,11 @@ def _read_bounded(path: Path, limit: int) -> bytes:
 def _json_object(data: bytes, path: Path) -> dict:
     try:
         value = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, or an integer of over 4,300 digits
         raise FrontendError(f"not valid UTF-8 JSON: {exc}", file=str(path), section=SECTION,
+                            rule="resource_json") from None
+    except RecursionError:
+        raise FrontendError("not valid JSON: nested too deep", file=str(path), section=SECTION,
                             rule="resource_json") from None
     if not isinstance(value, dict):
         raise FrontendError("not a JSON object", file=str(path), section=SECTION, rule="resource_json")

@@ -217,3 +217,15 @@ def test_summary_throughput_is_the_writing_rate(gguf, tmp_path, capsys):
     assert s["write_seconds"] <= s["seconds"]
     assert abs(s["write_bytes_per_second"] * s["write_seconds"] - s["total_bytes"]) < 0.01 * s["total_bytes"]
     assert s["write_bytes_per_second"] >= s["bytes_per_second"]
+
+
+@pytest.mark.parametrize("view", ["[" * 50000 + "]" * 50000, '{"a":' * 50000 + "1" + "}" * 50000,
+                                  '{"collection": "tensors", "collection": "metadata"}'])
+def test_view_nested_deep_is_a_usage_error(tmp_path, capsys, view):
+    """``--view`` is read as every JSON input is: strict, nesting at most 32 levels (a RecursionError was a
+    traceback)."""
+    from tests.support.inspect_models import tiny_gguf
+
+    rc = main(["inspect", str(tiny_gguf(tmp_path / "m.gguf")), "--detail", "summary", "--view", view])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--view is not JSON" in err and "Traceback" not in err
