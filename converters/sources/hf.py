@@ -20,7 +20,7 @@ from pathlib import Path
 from converters.errors import SourceError, SourceFormatError
 from converters.sources import strict_json
 from converters.sources.base import FileMap, Source, SourceTensor
-from converters.sources.fileio import OpenFile
+from converters.sources.fileio import OpenFile, lexists
 from converters.sources.limits import HEADER_CAP
 from converters.sources.safetensors import SafetensorsSource
 
@@ -115,7 +115,9 @@ class HFCheckpoint(Source):
             self._open_index(idx)
         else:
             self._open_single()
-        self.resource_files = {n: self.path / n for n in RESOURCE_NAMES if (self.path / n).is_file()}
+        # anything by these names, not only regular files: a FIFO or device named tokenizer_config.json is
+        # refused when read (docs/robustness.md §Promises), not skipped as if absent
+        self.resource_files = {n: self.path / n for n in RESOURCE_NAMES if lexists(self.path / n)}
 
     def _open_index(self, idx: Path) -> None:
         index = self.read_side_json(INDEX_NAME)

@@ -160,3 +160,17 @@ def test_unusable_path_is_one_typed_line(tmp_path, capsys, gguf_file, command, b
     doc = json.loads(capsys.readouterr().out)
     assert doc["schema"] != "ninfer-error/v1" if report else doc["schema"] == "ninfer-error/v1"
     assert not o.exists()
+
+
+@pytest.mark.parametrize("name", ["chat_template.jinja", "tokenizer_config.json"])
+@pytest.mark.parametrize("special", ["fifo", "device"])
+def test_special_frontend_file_is_refused_not_skipped(tmp_path, name, special):
+    """A FIFO or a device by a frontend file's name was skipped as if absent: it is refused, naming it."""
+    hf = qwen35.write_hf_dir(tmp_path / "hf")
+    target = hf / name
+    target.unlink(missing_ok=True)
+    fifo(target) if special == "fifo" else os.symlink("/dev/zero", target)
+    with open_hf_dir(hf) as src:
+        with pytest.raises(ConverterError, match="not a regular file") as info:
+            frontend_resources(src)
+    assert info.value.file == str(target)
