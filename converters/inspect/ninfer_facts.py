@@ -12,13 +12,12 @@ offset, encoded-size check, the files each spans), binding coverage, uses, resou
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 from converters.errors import SourceError, SourceFormatError
 from converters.inspect.run import InspectedFile, finish
 from converters.inspect.values import dims_json
-from converters.sources.fileio import OpenFile
+from converters.sources.fileio import OpenFile, symlink_leaving
 from converters.sources.limits import HEADER_CAP, ROW_COST, RetainedBudget, limit_error
 from ninfer_core import open_artifact
 from ninfer_core.container.encoding import check_object_encoding
@@ -196,14 +195,10 @@ def _part_files(art, problems: dict, opened: list) -> tuple[list[dict], list[Ins
 def _symlinks_leaving(parts: list[dict], entry: Path) -> list[dict]:
     """A warning per file of the set that is a symlink leaving the artifact's directory (validate makes it
     the error ``NINFER_SYMLINK_ESCAPE``; docs/validation-codes.md)."""
-    root = Path(os.path.realpath(entry.parent))
     out = []
     for p in parts:
-        loc = Path(p["location"])
-        if not loc.is_symlink():
-            continue
-        target = Path(os.path.realpath(loc))
-        if target.parent != root and root not in target.parents:
+        target = symlink_leaving(p["location"], entry.parent)
+        if target is not None and target.exists():
             out.append({"code": "part_symlink_outside", "type": None, "type_id": None, "candidates": [], "tensors": [],
                         "message": f"files[{p['index']}] {p['path']!r} is a symlink to {target}, outside the "
                                    "artifact's directory (the set does not move as a whole, §2.1)"})

@@ -536,6 +536,8 @@ def _write(model: Model, plan: Plan, objects: list, producer: Producer, result: 
                     result.errors[o.id] = got
         if measured:  # the reserved JSON space takes the errors measured while writing
             writer.replace_provenance(provenance_of(model, plan, objects, result))
+        for source in model.sources.values():  # nothing is published from a source changed meanwhile
+            source.verify_unchanged()
         writer.commit()
     except BaseException:
         writer.abort()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from converters.sources.fileio import refuse_parts_leaving
 from converters.sources.kind import require_kind
 from ninfer_core import open_artifact, repack
 from ninfer_core.container.fileset import check_targets_free
@@ -48,6 +49,7 @@ def repack_artifact(source: str | Path, target: str | Path, *, max_file_bytes: i
     check_targets_free(Path(target), [None])  # refuse before reading anything
     require_kind(source, ("ninfer",), command="repack", rule="repack_source", pass_unrecognised=True)
     with open_artifact(source) as src:
+        refuse_parts_leaving(src, source, command="repack")
         total, source_id = src.payload_bytes, src.artifact_id
     if on_start is not None:
         on_start(total)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from converters.sources.fileio import refuse_parts_leaving
 from ninfer_core import codecs, open_artifact
 
 DECODE_ROWS = 4096
@@ -100,6 +101,7 @@ def _stored_rms(a, rec) -> float:
 def gather(path: Path, *, acceptance: dict | None = None) -> ReportFacts:
     """The facts of the artifact at ``path``."""
     with open_artifact(path) as a:
+        refuse_parts_leaving(a, path, command="report")
         prov = a.provenance
         per = prov.get("objects", {}) if isinstance(prov.get("objects"), dict) else {}
         recipe = prov.get("recipe", {}) if isinstance(prov.get("recipe"), dict) else {}

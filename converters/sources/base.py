@@ -148,6 +148,12 @@ class Source:
     def identity(self) -> dict:
         raise NotImplementedError
 
+    def verify_unchanged(self) -> None:
+        """Check each file this source reads still shows the identity recorded when it was opened (device,
+        inode, size, mtime): a conversion refuses to publish from a source overwritten or appended to while it
+        ran (docs/robustness.md §Promises)."""
+        self.opened.verify_unchanged()
+
     def _map_for(self, t: SourceTensor) -> FileMap:
         raise NotImplementedError
 

@@ -222,6 +222,34 @@ def lexists(path) -> bool:
     return True
 
 
+def symlink_leaving(path, directory) -> Path | None:
+    """Where ``path`` leads when it is a symlink that leaves ``directory`` (resolved) or dangles (then the
+    unresolvable target), else None: an artifact's files move as one set (docs/format/container.md §2.1)."""
+    path = Path(path)
+    if not path.is_symlink():
+        return None
+    target = Path(os.path.realpath(path))
+    root = Path(os.path.realpath(directory))
+    if not target.exists() or (target.parent != root and root not in target.parents):
+        return target
+    return None
+
+
+def refuse_parts_leaving(art, entry, *, command: str) -> None:
+    """Refuse an artifact one of whose files is a symlink leaving its directory (or dangling): ``command``
+    (repack, report) would read a file that is not the set's; ``validate`` reports the same as
+    ``NINFER_SYMLINK_ESCAPE``."""
+    entry = Path(entry)
+    for f in art.files:
+        loc = Path(f.location) if f.location is not None else entry
+        target = symlink_leaving(loc, entry.parent)
+        if target is not None:
+            raise SourceError(f"{loc.name} is a symlink to {target}, outside the artifact's directory (or "
+                              f"dangling): {command} reads only the artifact's own files", file=str(loc),
+                              category="unusable", rule="part_symlink_outside",
+                              section="docs/format/container.md §2.1")
+
+
 class HeaderReader:
     """Sequential header reads that never pass the header's end; hashes and records what it reads.
 

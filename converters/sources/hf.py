@@ -181,6 +181,10 @@ class HFCheckpoint(Source):
     def tensor_bytes(self) -> int:
         return sum(t.byte_length for s in self.shards.values() for t in s.tensors.values())
 
+    def verify_unchanged(self) -> None:
+        for shard in self.shards.values():
+            shard.verify_unchanged()
+
     def identity(self) -> dict:
         files = [dict(name=n, **v) for n, v in self.side_files.items()]
         files += [dict(name=n, **s.identity()) for n, s in self.shards.items()]

@@ -122,6 +122,12 @@ def test_part_symlink_leaving_the_directory(tmp_path, capsys):
     assert cli_main(["inspect", str(entry), "--json"]) == 0
     lims = json.loads(capsys.readouterr().out)["limitations"]
     assert [x["code"] for x in lims if "symlink" in x["code"]] == ["part_symlink_outside"]
+    for command in (["repack", str(entry), str(tmp_path / "r.ninfer")], ["report", str(entry), "-o",
+                                                                           str(tmp_path / "r.html")]):
+        assert cli_main(command) == 1  # they read the set's own files only: refused, as validate flags it
+        err = capsys.readouterr().err
+        assert "outside the artifact's directory" in err and "part_symlink_outside" in err
+    assert not (tmp_path / "r.ninfer").exists() and not (tmp_path / "r.html").exists()
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from pathlib import Path
 from converters.acceptance.gates.codes import finding
 from converters.acceptance.registry import GateContext
 from converters.acceptance.report import Finding
+from converters.sources.fileio import symlink_leaving
 from ninfer_core import open_artifact, validate
 from ninfer_core.errors import NinferError
 
@@ -141,13 +142,12 @@ def _filesystem(art, entry: Path) -> list[Finding]:
     for f in art.files:
         loc = Path(f.location) if f.location is not None else entry
         declared.add(loc.name)
-        if loc.is_symlink():
-            target = Path(os.path.realpath(loc))
-            if not target.exists():
-                issues.append(finding("NINFER_SYMLINK_ESCAPE", f"{loc.name} is a dangling symlink", file=loc.name))
-            elif target.parent != root and root not in target.parents:
-                issues.append(finding("NINFER_SYMLINK_ESCAPE", f"{loc.name} is a symlink to a file outside the "
-                                    "artifact's directory", file=loc.name, detail={"target": str(target)}))
+        target = symlink_leaving(loc, root)
+        if target is not None and not target.exists():
+            issues.append(finding("NINFER_SYMLINK_ESCAPE", f"{loc.name} is a dangling symlink", file=loc.name))
+        elif target is not None:
+            issues.append(finding("NINFER_SYMLINK_ESCAPE", f"{loc.name} is a symlink to a file outside the "
+                                  "artifact's directory", file=loc.name, detail={"target": str(target)}))
     try:
         siblings = sorted(p.name for p in root.iterdir() if p.name.startswith(entry.name) and p.name not in declared)
     except OSError:
