@@ -117,7 +117,13 @@ def _vector(imatrix: Imatrix, pc: Piece, sources: dict, names: _NameMap,
     if cols is not None:
         row = row[cols]
     mean = float(row.mean(dtype=np.float64))
-    w = row / np.float32(mean) if mean > 0 else np.ones_like(row)
+    if mean <= 0:
+        w = np.ones_like(row)
+    elif mean >= np.finfo(np.float32).tiny:
+        w = row / np.float32(mean)
+    else:  # a mean below float32's normal range (0 in float32: a division by zero, an overflow): in float64,
+        w = (row.astype(np.float64) / mean).astype(np.float32)  # where row / mean <= the column count
+
     return np.ascontiguousarray(w + WEIGHT_FLOOR, dtype=np.float32), ""
 
 

@@ -43,7 +43,14 @@ def _bf16_to_f32(raw: np.ndarray, order: str) -> np.ndarray:
 
 
 def decode_tensor(t, raw: np.ndarray, *, big_endian: bool = False) -> np.ndarray:
-    """``raw`` (the tensor's bytes) → float32 array of shape ``t.shape``."""
+    """``raw`` (the tensor's bytes) → float32 array of shape ``t.shape``. Non-finite results (an infinite
+    block scale times a zero code) are values, checked where they matter (docs/robustness.md §Promises):
+    numpy's floating-point warnings are not printed beside the tool's own messages."""
+    with np.errstate(all="ignore"):
+        return _decode(t, raw, big_endian)
+
+
+def _decode(t, raw: np.ndarray, big_endian: bool) -> np.ndarray:
     shape = t.shape
     if t.elements == 0:
         return np.zeros(shape, dtype=np.float32)

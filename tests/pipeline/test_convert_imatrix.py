@@ -214,3 +214,22 @@ def test_staged_options_refuse_importance_weights(tmp_path):
         ConvertOptions(tmp_path / "m.gguf", tmp_path / "o.ninfer", imatrix=tmp_path / "m.imatrix",
                        plan_only=tmp_path / "plan.json")
     assert e.value.rule == "imatrix_staged"
+
+
+def test_a_tiny_importance_row_gives_finite_weights_and_no_numpy_warning(tmp_path):
+    """An entry whose mean is below float32's normal range (one subnormal value among zeros) was divided by
+    a float32 zero: infinite weights and a RuntimeWarning on stderr. Its weights are finite and quiet."""
+    import warnings
+
+    qwen3.write_gguf(tmp_path / "q3.gguf", CFG3, matrix_type="F32")
+    entries = {n: np.zeros_like(v) for n, v in _entries(tmp_path / "q3.gguf").items()}
+    for v in entries.values():
+        v[0] = np.float32(1e-45)
+    write_gguf_imatrix(tmp_path / "q3.imatrix", entries)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with open_conversion(tmp_path / "q3.gguf", tmp_path / "o.ninfer", recipe="groupwise-int", dry_run=True,
+                             imatrix=tmp_path / "q3.imatrix") as c:
+            vectors = list(c.plan.importance.vectors.values())
+    assert vectors and all(np.isfinite(w).all() and w.max() > 1 for w in vectors)
+    assert [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)] == []
