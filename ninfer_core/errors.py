@@ -99,6 +99,13 @@ class EncodingError(NinferError, ValueError):
     kind = "encoding"
 
 
+class ResourceError(NinferError, OSError):
+    """The host lacks a resource the work needs (memory, the compiled kernels that memory limits keep from
+    loading): one typed line naming it, never a traceback (docs/robustness.md §Promises)."""
+
+    kind = "resource"
+
+
 class WriterError(NinferError):
     kind = "writer"
 

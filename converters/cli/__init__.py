@@ -47,12 +47,12 @@ def _load_commands() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``convert`` console script (docs/cli.md §Errors): our typed errors exit 1 with
-    one line on stderr, usage errors exit 2, Ctrl-C exits 130 with one line; with ``--json`` each of them
+    """Entry point of the ``convert`` console script (docs/cli.md §Errors): our typed errors (and running out
+    of memory) exit 1 with one line on stderr, usage errors exit 2, Ctrl-C exits 130 with one line; with ``--json`` each of them
     is also one ``ninfer-error/v1`` document on stdout."""
     import typer
 
-    from ninfer_core.errors import NinferError
+    from ninfer_core.errors import NinferError, ResourceError
 
     exceptions = click_module().exceptions
 
@@ -63,6 +63,11 @@ def main(argv: list[str] | None = None) -> int:
         code = app(args=args, standalone_mode=False)
     except NinferError as exc:
         report_error(exc, json_out=json_out)
+        return 1
+    except MemoryError:  # the host's limit, not a bug: one typed line (docs/robustness.md §Promises)
+        report_error(ResourceError("out of memory (raise the memory limit, e.g. ulimit -v, or use fewer --workers); "
+                                   "an artifact already published stays whole", rule="memory",
+                                   section="docs/robustness.md §Promises"), json_out=json_out)
         return 1
     except exceptions.ClickException as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # ``convert`` alone: the help

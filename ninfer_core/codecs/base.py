@@ -24,6 +24,7 @@ Errors are :class:`~ninfer_core.errors.EncodingError` with a stable ``rule``; fi
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -33,7 +34,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..errors import EncodingError
+from ..errors import EncodingError, ResourceError
 from ..findings import Finding
 
 PLANE_ALIGNMENT = 256
@@ -170,6 +171,18 @@ def as_u8(data, what: str = "data") -> np.ndarray:
 
 
 _local = threading.local()
+
+
+def compiled_kernels(name: str):
+    """The compiled kernel module ``name`` of this package (numba; imported on the first encode). A host that
+    cannot load it — under ``ulimit -v`` numba's import fails with ImportError, OSError or MemoryError — gets one
+    typed :class:`~ninfer_core.errors.ResourceError`, not a traceback (docs/robustness.md §Promises)."""
+    try:
+        return importlib.import_module(f"{__package__}.{name}")
+    except (ImportError, OSError, MemoryError) as exc:
+        raise ResourceError(f"the compiled encode kernels ({name}, numba) cannot be loaded: {type(exc).__name__}: "
+                            f"{exc}; on a memory-limited host (ulimit -v) raise the limit",
+                            rule="kernels_unavailable", section="docs/robustness.md §Promises") from None
 
 
 def kernel_input(a: np.ndarray) -> np.ndarray:

@@ -28,7 +28,17 @@ import numpy as np
 
 from ..findings import Finding
 from . import bitpack
-from .base import Codec, Geometry, PlaneSpec, Tally, fail, kernel_input, run_row_blocks, scratch
+from .base import (
+    Codec,
+    Geometry,
+    PlaneSpec,
+    Tally,
+    compiled_kernels,
+    fail,
+    kernel_input,
+    run_row_blocks,
+    scratch,
+)
 from .fp8_row import E4M3_MAX, E4M3_VALUES
 
 E2M1_VALUES = np.arange(16, dtype=np.uint8).view(ml_dtypes.float4_e2m1fn).astype(np.float32)
@@ -123,7 +133,7 @@ class NVFP4(Codec, fmt="nvfp4"):
     @classmethod
     def encode_context(cls, geom: Geometry, x: np.ndarray) -> np.ndarray:
         """One divisor per stacked matrix, ``448 * 6 / amax`` (1 when the matrix is all zeros)."""
-        from . import nvfp4_kernel
+        nvfp4_kernel = compiled_kernels("nvfp4_kernel")
 
         n = geom.n_rows
         row_amax = np.empty(n, dtype=np.float32)
@@ -144,7 +154,7 @@ class NVFP4(Codec, fmt="nvfp4"):
     def encode_block(cls, geom: Geometry, x: np.ndarray, views: dict[str, np.ndarray], r0: int, r1: int,
                      encoder: str, ctx: np.ndarray, weights: np.ndarray | None = None,
                      decoded: np.ndarray | None = None) -> None:
-        from . import nvfp4_kernel
+        nvfp4_kernel = compiled_kernels("nvfp4_kernel")
 
         if r0 == 0:
             views["divisors"][...] = ctx.astype("<f4").view(np.uint8).reshape(-1, 4)

@@ -24,7 +24,18 @@ from typing import ClassVar
 import numpy as np
 
 from . import bitpack
-from .base import ENCODERS, Codec, Geometry, PlaneSpec, Tally, align_up, fail, kernel_input, scratch
+from .base import (
+    ENCODERS,
+    Codec,
+    Geometry,
+    PlaneSpec,
+    Tally,
+    align_up,
+    compiled_kernels,
+    fail,
+    kernel_input,
+    scratch,
+)
 
 ROW_ALIGN = 128
 
@@ -139,7 +150,7 @@ class RowSplitCodec(Codec):
                      encoder: str, ctx: object, weights: np.ndarray | None = None,
                      decoded: np.ndarray | None = None) -> None:
         # numba is imported on the first encode only (docs/imatrix.md §Requantization speed)
-        from . import row_split_kernel
+        row_split_kernel = compiled_kernels("row_split_kernel")
 
         k, kp = geom.extra["K"], geom.extra["Kp"]
         rows = r1 - r0

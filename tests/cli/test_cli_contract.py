@@ -229,3 +229,39 @@ def test_view_nested_deep_is_a_usage_error(tmp_path, capsys, view):
     rc = main(["inspect", str(tiny_gguf(tmp_path / "m.gguf")), "--detail", "summary", "--view", view])
     err = capsys.readouterr().err
     assert rc == 2 and "--view is not JSON" in err and "Traceback" not in err
+
+
+def test_kernels_that_cannot_load_are_one_typed_resource_error(monkeypatch):
+    """Under ``ulimit -v`` numba's import fails (ImportError / OSError): the encode that needs the compiled
+    kernels raises the typed ResourceError instead of a traceback."""
+    import sys
+
+    import numpy as np
+
+    from ninfer_core import codecs
+    from ninfer_core.errors import ResourceError
+
+    for name in ("numba", "ninfer_core.codecs.nvfp4_kernel", "ninfer_core.codecs.row_split_kernel"):
+        monkeypatch.setitem(sys.modules, name, None)  # an import of it raises ImportError
+    x = np.linspace(-1, 1, 128 * 128, dtype=np.float32).reshape(128, 128)
+    for fmt, layout in (("nvfp4", "block_scale_k16_m128x4_v1"), ("q4_g64_fp16", "row_split_k128_v1")):
+        with pytest.raises(ResourceError, match="cannot be loaded") as info:
+            codecs.encode(fmt, layout, x, encoder="mse" if fmt.startswith("q") else "absmax")
+        assert info.value.rule == "kernels_unavailable"
+
+
+def test_running_out_of_memory_is_one_typed_line(monkeypatch, capsys):
+    """A MemoryError (the host's limit) is one line and, with --json, one ninfer-error/v1 document."""
+    from converters.cli import inspect as inspect_cli
+
+    def out_of_memory(*_a, **_k):
+        raise MemoryError
+
+    monkeypatch.setattr(inspect_cli, "inspect_model_artifact", out_of_memory, raising=False)
+    monkeypatch.setattr("converters.inspect.inspect_model_artifact", out_of_memory)
+    assert main(["inspect", "/dev/null"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "out of memory" in err and "Traceback" not in err
+    assert main(["inspect", "/dev/null", "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "ninfer-error/v1" and doc["error"]["rule"] == "memory"
