@@ -31,9 +31,23 @@ def test_per_chip_kv_inputs_pass(tmp_path, shape, reading):
     assert info[0].detail["chips"] == 2
 
 
+def test_prefill_per_chip_kv_inputs_hold_the_full_context(tmp_path):
+    """Prefill declares past 0 (``[1, 2, 0, 16]``) while each chip's buffer holds the whole context,
+    ``max_seq_len`` (64): the full context, not past + 1."""
+    fx = write_calbin_package(tmp_path)
+    ops = next(fx.submodel_dir("prefill").glob("*_op_io_buf_ptr.yaml"))
+    text = ops.read_text()
+    assert "[1, 2, 0, 16]" in text
+    ops.write_text(text.replace("[1, 2, 0, 16]", "[1, 1, 64, 16]"))
+    report = validate_calbin(fx.root)
+    assert not report.by_code("XREF_GRAPH_INPUTS")
+    info = report.by_code("XREF_GRAPH_INPUTS_CHIP_SPLIT")
+    assert len(info) == 1 and "full context" in info[0].evidence
+
+
 @pytest.mark.parametrize("shape", ["[1, 1, 64, 8]",    # head_dim differs
                                    "[1, 2, 64, 16]",   # heads not divided by the chips
-                                   "[1, 1, 65, 16]"])  # context neither past nor past + 1
+                                   "[1, 1, 65, 16]"])  # context neither past nor max_seq_len
 def test_unexplained_shapes_stay_errors(tmp_path, shape):
     report = with_decode_past(tmp_path, shape)
     errors = report.by_code("XREF_GRAPH_INPUTS")

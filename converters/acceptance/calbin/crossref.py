@@ -90,6 +90,12 @@ def model_name(ctx: Ctx) -> None:
                  f"{name!r}; serving must take the alias from the manifest, not the directory")
 
 
+def package_context(ctx: Ctx) -> int | None:
+    """The package's context length: the runtime's ``max_seq_len``, else the manifest's ``seq_len`` (§3.1)."""
+    max_seq = (ctx.runtime.typed if ctx.runtime else {}).get("max_seq_len")
+    return max_seq if max_seq is not None else (ctx.manifest or {}).get("seq_len")
+
+
 def batch_and_context(ctx: Ctx) -> tuple[int | None, int | None]:
     """Batch and max context agree everywhere (§3.1, §3.2, §4.1, §5.1); returns the calbin (batch, context)."""
     ctx.check("C", "batch")
@@ -100,7 +106,7 @@ def batch_and_context(ctx: Ctx) -> tuple[int | None, int | None]:
     if max_seq is not None and seq_len is not None and max_seq != seq_len:
         ctx.emit("XREF_CONTEXT", f"runtime max_seq_len {max_seq} != manifest seq_len {seq_len}",
                  file=RUNTIME_META, line=ctx.runtime.values("max_seq_len")[0].line)
-    context = max_seq if max_seq is not None else seq_len
+    context = package_context(ctx)
     for s in ctx.submodels:
         where = f"one_model_cfg.{s.name}"
         mb, ms = _info(s, "model_info", "batch_num"), _info(s, "model_info", "max_seq_len")

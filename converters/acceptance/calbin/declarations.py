@@ -13,6 +13,7 @@ import os
 import re
 
 from converters.acceptance.calbin.context import Ctx, Submodel
+from converters.acceptance.calbin.crossref import package_context
 from converters.acceptance.calbin.inventory import RUNTIME_META, SUBMODEL_META, safe_relpath
 
 NAME_MAX = 255  # bytes in one file-name component on the file systems packages live on (Linux NAME_MAX)
@@ -210,7 +211,8 @@ def _chip_split(ctx: Ctx, name: str, op_shape: list, declared: list) -> str | No
     """How a per-chip ``past_key_i`` / ``past_value_i`` op input agrees with the model-level manifest shape
     ``[batch, kv_heads, past, head_dim]`` on a package compiled for ``chip_nums`` > 1 (docs/calbin.md §6): each
     chip holds ``kv_heads / chips`` heads, and its buffer's context dimension is the declared past length or
-    the full context (past + 1). None when no split explains the shape (then it stays an error)."""
+    the full context — the package's context length (``max_seq_len``), in prefill (declared past 0) as in
+    decode (declared past ``max_seq_len - 1``). None when no split explains the shape (then it stays an error)."""
     chips = ctx.chips
     if not chips or chips < 2 or not _PAST_RE.match(name) or len(op_shape) != 4 or len(declared) != 4 \
             or not all(isinstance(d, int) and not isinstance(d, bool) for d in (*op_shape, *declared)):
@@ -220,8 +222,8 @@ def _chip_split(ctx: Ctx, name: str, op_shape: list, declared: list) -> str | No
         return None
     if op_shape[2] == past:
         return "the declared past length"
-    if op_shape[2] == past + 1:
-        return "the full context (past + 1)"
+    if op_shape[2] == package_context(ctx):
+        return "the full context (max_seq_len)"
     return None
 
 
