@@ -2,14 +2,17 @@
 the artifact writer, the tiny calbin package, ``convert inspect``): ``python -m fuzz.make_corpus``.
 
 Directories whose name starts with ``_`` hold the fixed surroundings of a target (the HF checkpoint whose
-index is fuzzed, the artifact whose part is fuzzed, the calbin package whose files are fuzzed); every other
-file is a seed input. Re-running rewrites the corpus; the files are small (a few KB each).
+index or config is fuzzed, the artifact whose part is fuzzed, the calbin package whose files are fuzzed);
+every other file is a seed input. Re-running rewrites the corpus (``python -m fuzz.make_corpus recipe view``:
+only those targets'); the files are small (a few KB each).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -193,21 +196,84 @@ def _bundle_seeds(d: Path, gguf_seed: Path) -> None:
                                      inspect_model_artifact(gguf_seed.with_name("big.gguf"))])
 
 
-def main() -> None:
-    shutil.rmtree(SEEDS, ignore_errors=True)
-    dirs = {t: SEEDS / t for t in ("gguf", "safetensors", "hf_index", "ninfer_entry", "ninfer_part", "calbin",
-                                   "evidence", "imatrix", "evidence_bundle", "prequantized_config")}
+def _recipe_seeds(d: Path) -> None:
+    """The shipped recipes (a few kB each)."""
+    from converters.mapping.recipes import RECIPES_DIR
+
+    for name in ("bf16", "groupwise-int", "nvfp4"):
+        shutil.copy(RECIPES_DIR / f"{name}.yaml", d / f"{name}.yaml")
+
+
+def _mapping_seeds(d: Path) -> None:
+    from converters.mapping.schema import MAPPINGS_DIR
+
+    for name in ("qwen3.yaml", "qwen2.yaml"):
+        shutil.copy(MAPPINGS_DIR / name, d / name)
+
+
+def _config_seeds(d: Path) -> None:
+    """A one-layer Qwen3 of width 32 (tinymodels, a few kB of tensors) whose ``config.json`` is fuzzed."""
+    from tinymodels import qwen3
+
+    cfg = qwen3.config(num_hidden_layers=1, hidden_size=32, intermediate_size=64, head_dim=16,
+                       num_attention_heads=2, num_key_value_heads=1, vocab_size=384, max_window_layers=1)
+    ck = d / "_checkpoint"
+    qwen3.write_hf_dir(ck, cfg)
+    for name in os.listdir(ck):  # only what open_model reads: the config and the tensors
+        if name != "config.json" and not name.endswith((".safetensors", ".index.json")):
+            os.unlink(ck / name)
+    shutil.copy(ck / "config.json", d / "config.json")
+
+
+def _view_seeds(d: Path) -> None:
+    for i, view in enumerate(({"collection": "tensors", "names": ["token_embd.weight"]},
+                              {"collection": "metadata", "keys": ["general.name"]},
+                              {"collection": "tensors", "types": ["Q8_0"], "limit": 1})):
+        (d / f"view{i}.json").write_text(json.dumps(view))
+
+
+def _counts_seeds(d: Path) -> None:
+    from tinymodels.token_counts import write_token_counts
+
+    counts = {i: 1000 - 3 * i for i in range(0, 300, 7)}
+    write_token_counts(d / "counts.tsv", counts, fmt="tsv")
+    write_token_counts(d / "counts.json", counts, fmt="json")
+
+
+def _path_seeds(d: Path) -> None:
+    for i, name in enumerate((b"m.gguf", b"d", b"fifo", b"loop", b"dangling", b"r.yaml", b"d/new.ninfer",
+                              b"x" * 300, b"m.gguf\0x", "é.yaml".encode())):
+        (d / f"path{i}").write_bytes(name)
+
+
+SEEDERS = {"gguf": _gguf_seeds, "safetensors": _safetensors_seeds, "hf_index": _hf_seeds,
+           "calbin": _calbin_seeds, "imatrix": _imatrix_seeds, "prequantized_config": _prequantized_seeds,
+           "recipe": _recipe_seeds, "mapping": _mapping_seeds, "config": _config_seeds, "view": _view_seeds,
+           "proposal_counts": _counts_seeds, "paths": _path_seeds}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Rewrite the seeds of every target, or with target names only theirs."""
+    only = list(sys.argv[1:] if argv is None else argv)
+    every = ("gguf", "safetensors", "hf_index", "ninfer_entry", "ninfer_part", "calbin", "evidence", "imatrix",
+             "evidence_bundle", "prequantized_config", "recipe", "mapping", "config", "view", "proposal_counts",
+             "paths")
+    if {"ninfer_entry", "ninfer_part"} & set(only):  # written together
+        only += ["ninfer_entry", "ninfer_part"]
+    targets = [t for t in every if not only or t in only]
+    dirs = {t: SEEDS / t for t in targets}
     for d in dirs.values():
+        shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
-    _gguf_seeds(dirs["gguf"])
-    _safetensors_seeds(dirs["safetensors"])
-    _hf_seeds(dirs["hf_index"])
-    _ninfer_seeds(dirs["ninfer_entry"], dirs["ninfer_part"])
-    _calbin_seeds(dirs["calbin"])
-    _evidence_seeds(dirs["evidence"], dirs["gguf"] / "little.gguf")
-    _imatrix_seeds(dirs["imatrix"])
-    _bundle_seeds(dirs["evidence_bundle"], dirs["gguf"] / "little.gguf")
-    _prequantized_seeds(dirs["prequantized_config"])
+    for t, d in dirs.items():
+        if t in SEEDERS:
+            SEEDERS[t](d)
+    if "ninfer_entry" in dirs:
+        _ninfer_seeds(dirs["ninfer_entry"], dirs["ninfer_part"])
+    if "evidence" in dirs:
+        _evidence_seeds(dirs["evidence"], SEEDS / "gguf" / "little.gguf")
+    if "evidence_bundle" in dirs:
+        _bundle_seeds(dirs["evidence_bundle"], SEEDS / "gguf" / "little.gguf")
     for f in sorted(SEEDS.rglob("*")):
         if f.is_file() and "/_" not in str(f.relative_to(SEEDS)):
             print(f"{f.relative_to(SEEDS)}  {f.stat().st_size} B")

@@ -8,6 +8,7 @@ to a file first, since every reader takes a path (as users give it).
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -184,10 +185,108 @@ def prequantized_config(data: bytes, scratch: Path) -> str:
     return "accepted"
 
 
+def recipe(data: bytes, scratch: Path) -> str:
+    """A recipe file (``--recipe PATH``), validated against the shipped mappings' roles."""
+    from converters.mapping import recipes
+
+    try:
+        recipes.load_recipe(_file(scratch, "r.yaml", data))
+    finally:
+        recipes._load.cache_clear()  # one entry per content hash: 100,000 inputs would keep 100,000
+    return "accepted"
+
+
+def mapping(data: bytes, scratch: Path) -> str:
+    """A mapping file, loaded and validated (and its roles read, as a recipe's check reads them)."""
+    from converters.mapping import loader
+
+    path = _file(scratch, "m.yaml", data)
+    try:
+        loader.parameter_roles(path)
+        loader.load_mapping(path)
+    finally:
+        loader._load_cached.cache_clear()
+    return "accepted"
+
+
+def config(data: bytes, scratch: Path) -> str:
+    """``config.json`` of a tiny Qwen3 checkpoint (the seed's tensors): normalisation, architecture, ``Args``,
+    the counts bounded by the tensors present, then the binding of every tensor (``open_model``)."""
+    from converters.model.engine import open_model
+
+    hf = scratch / "cfg"
+    if not hf.exists():
+        shutil.copytree(SEEDS / "config" / "_checkpoint", hf)
+    _file(hf, "config.json", data)
+    with open_model(hf):
+        pass
+    return "accepted"
+
+
+def view(data: bytes, scratch: Path) -> str:
+    """``convert inspect --detail summary --view JSON`` on the seed GGUF: the selection parsed as every JSON
+    input is (strict, nesting bounded), then applied."""
+    from converters.inspect import inspect_model_artifact
+    from converters.sources import strict_json
+
+    selection = strict_json.loads(data, file=None, what="--view")
+    inspect_model_artifact(SEEDS / "gguf" / "little.gguf", detail="summary", view=selection)
+    return "accepted"
+
+
+def proposal_counts(data: bytes, scratch: Path) -> str:
+    """A ``--proposal-counts`` file (TSV or JSON) for a 512-token vocabulary."""
+    from converters.pipeline.proposal import read_token_counts
+
+    read_token_counts(_file(scratch, "c.txt", data), 512)
+    return "accepted"
+
+
+def _path_fixtures(root: Path) -> None:
+    """What a fuzzed path may meet under ``root``: a GGUF, a directory, a FIFO, a dangling link, a loop."""
+    if root.exists():
+        return
+    root.mkdir()
+    shutil.copy(SEEDS / "gguf" / "little.gguf", root / "m.gguf")
+    (root / "d").mkdir()
+    (root / "r.yaml").write_bytes((SEEDS / "recipe" / "bf16.yaml").read_bytes())
+    os.mkfifo(root / "fifo")
+    os.symlink(root / "missing", root / "dangling")
+    os.symlink(root / "loop2", root / "loop")
+    os.symlink(root / "loop", root / "loop2")
+
+
+def paths(data: bytes, scratch: Path) -> str:
+    """A path as a user types it (bytes as the OS gives them, any length, NUL included; kept under a scratch
+    directory holding a GGUF, a directory, a FIFO, a dangling link and a symlink loop) given to each reader
+    that takes a path: kind detection, a recipe, a mapping, token counts, a plan file, an output check."""
+    from converters.mapping.loader import load_mapping
+    from converters.mapping.recipes import load_recipe
+    from converters.pipeline.convert import check_output_free
+    from converters.pipeline.proposal import read_token_counts
+    from converters.scaleout.planfile import PlanFile
+    from converters.sources.kind import detect_kind
+
+    root = scratch / "paths"
+    _path_fixtures(root)
+    name = os.fsdecode(data).lstrip("/").replace("..", "__") or "."
+    path = root / name
+    outcome = "rejected"  # unless some reader took it
+    for read in (detect_kind, load_recipe, load_mapping, lambda p: read_token_counts(p, 512), PlanFile.load,
+                 lambda p: check_output_free(p, source=root / "m.gguf")):
+        try:
+            read(path)
+            outcome = "accepted"
+        except TYPED:
+            pass
+    return outcome
+
+
 TARGETS: dict[str, Callable[[bytes, Path], str]] = {
     "gguf": gguf, "safetensors": safetensors, "hf_index": hf_index, "ninfer_entry": ninfer_entry,
     "ninfer_part": ninfer_part, "calbin_manifest": calbin_manifest, "calbin_metadata": calbin_metadata,
     "calbin_op_yaml": calbin_op_yaml, "evidence": evidence, "imatrix": imatrix, "evidence_bundle": evidence_bundle,
-    "prequantized_config": prequantized_config,
+    "prequantized_config": prequantized_config, "recipe": recipe, "mapping": mapping, "config": config,
+    "view": view, "proposal_counts": proposal_counts, "paths": paths,
 }
 TYPED = (NinferError,)

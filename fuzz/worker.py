@@ -24,7 +24,13 @@ import atheris
 
 with atheris.instrument_imports(include=["ninfer_core", "converters"]):
     import converters.acceptance.calbin  # noqa: F401  (instrumented for coverage)
+    import converters.inspect  # noqa: F401
     import converters.inspect.evidence  # noqa: F401
+    import converters.mapping.recipes  # noqa: F401
+    import converters.model.engine  # noqa: F401
+    import converters.pipeline.convert  # noqa: F401
+    import converters.pipeline.proposal  # noqa: F401
+    import converters.scaleout.planfile  # noqa: F401
     import converters.sources  # noqa: F401
     import ninfer_core  # noqa: F401
 

@@ -79,7 +79,17 @@ def parse_located(text: str, file: str) -> Located:
         located = Located(file=file, data=None)
         if node is None:
             raise LocatedError("empty document", 1)
-        located.data = _build(node, (), located, loader)
+        try:
+            located.data = _build(node, (), located, loader)
+        except LocatedError:
+            raise
+        except yaml.MarkedYAMLError as exc:  # a tag no safe constructor knows (!foo)
+            mark = exc.problem_mark or exc.context_mark
+            raise LocatedError(f"YAML value: {exc.problem or exc}", mark.line + 1 if mark else None) from None
+        except (ValueError, OverflowError) as exc:  # a scalar its constructor refuses (a timestamp of day 30 Feb)
+            raise LocatedError(f"YAML value: {exc}", None) from None
+        except RecursionError:
+            raise LocatedError("YAML nested too deep", None) from None
         return located
     finally:
         loader.dispose()

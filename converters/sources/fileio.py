@@ -78,6 +78,13 @@ def os_error(exc: OSError, path, action: str) -> SourceError:
                      "errno_name": errno.errorcode.get(exc.errno) if exc.errno else None, "reason": reason})
 
 
+def nul_error(path) -> SourceError:
+    """A path with a NUL byte names no file (the kernel cannot take it; Python raises ValueError)."""
+    return SourceError("the path contains a NUL byte", file=str(path).replace("\0", "\\0"),
+                       code="target_unavailable", category="unusable", rule="target_usable",
+                       section="docs/inspect.md §Identity and reading")
+
+
 @dataclass(frozen=True)
 class FileIdentity:
     """What identifies an open file: device, inode, size and modification time."""
@@ -101,6 +108,8 @@ class OpenFile:
             st_path = os.stat(self.path)
         except OSError as exc:
             raise os_error(exc, self.path, "stat the selected path") from None
+        except ValueError:
+            raise nul_error(self.path) from None
         if not stat.S_ISREG(st_path.st_mode):
             raise SourceError("the selected path is not a regular file", file=str(self.path),
                               code="target_unavailable", category="not_regular", rule="target_regular_file",
@@ -197,6 +206,8 @@ def resolved(path) -> Path:
         raise os_error(OSError(errno.ELOOP, os.strerror(errno.ELOOP)), path, "resolve the path") from None
     except OSError as exc:
         raise os_error(exc, path, "resolve the path") from None
+    except ValueError:
+        raise nul_error(path) from None
 
 
 def is_directory(path) -> bool:
@@ -209,6 +220,8 @@ def is_directory(path) -> bool:
         return False
     except OSError as exc:
         raise os_error(exc, path, "stat the selected path") from None
+    except ValueError:
+        raise nul_error(path) from None
 
 
 def lexists(path) -> bool:
@@ -219,6 +232,8 @@ def lexists(path) -> bool:
         return False
     except OSError as exc:
         raise os_error(exc, path, "stat the path") from None
+    except ValueError:
+        raise nul_error(path) from None
     return True
 
 

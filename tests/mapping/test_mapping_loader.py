@@ -152,3 +152,14 @@ def test_a_character_yaml_refuses_is_a_located_error(tmp_path, char):
         with pytest.raises(error, match="does not allow the character") as info:
             load(path)
         assert info.value.file == f"{path}:2" and info.value.rule == "yaml"
+
+
+@pytest.mark.parametrize("value", ["!foo x", "2001-02-30", "!!binary xyz", "!!float abc", "[" * 100000])
+def test_a_value_yaml_cannot_construct_is_a_located_error(tmp_path, value):
+    """An unknown tag, an impossible date, bad base64 or a float tag on a word (ConstructorError, ValueError:
+    found by the recipe and mapping fuzz targets) are a MappingError with the rule ``yaml``."""
+    path = tmp_path / "m.yaml"
+    path.write_text(f"name: x\ndescription: {value}\n", encoding="utf-8")
+    with pytest.raises(MappingError, match="YAML") as info:
+        load_mapping(path)
+    assert info.value.rule == "yaml"

@@ -180,3 +180,14 @@ def test_special_frontend_file_is_refused_not_skipped(tmp_path, name, special):
         with pytest.raises(ConverterError, match="not a regular file") as info:
             frontend_resources(src)
     assert info.value.file == str(target)
+
+
+def test_a_path_with_a_nul_byte_is_typed(tmp_path):
+    """No command line carries a NUL, but an API caller (the MCP server, the fuzzed paths) may: every checked
+    path helper answers it with the typed error, not Python's ValueError."""
+    from converters.mapping.recipes import load_recipe
+    from converters.sources.kind import detect_kind
+
+    for read in (detect_kind, load_recipe, open_source):
+        with pytest.raises(ConverterError, match="NUL byte"):
+            read(str(tmp_path / "a\0b.yaml"))
