@@ -246,10 +246,24 @@ def _path_seeds(d: Path) -> None:
         (d / f"path{i}").write_bytes(name)
 
 
+def _mcp_seeds(d: Path) -> None:
+    """A call of each tool (the path relative to the harness's scratch directory, which holds m.gguf)."""
+    calls = [{"tool": "inspect_model_artifact", "arguments": {"path": "/m.gguf"}},
+             {"tool": "inspect_model_artifact", "arguments": {"path": "/m.gguf", "view": {
+                 "collection": "tensors", "limit": 2}}},
+             {"tool": "inspect_analysis_view", "arguments": {"source": {"kind": "retained-evidence", "evidence_id":
+                                                                       "sha256:" + "0" * 64},
+                                                             "view": {"kind": "model-artifact", "collection": "types"}}},
+             {"tool": "import_evidence_bundle", "arguments": {"bundle": {"records": []}}},
+             {"tool": "release_evidence", "arguments": {"evidence_id": "sha256:" + "0" * 64}}]
+    for i, call in enumerate(calls):
+        (d / f"call{i}.json").write_text(json.dumps(call))
+
+
 SEEDERS = {"gguf": _gguf_seeds, "safetensors": _safetensors_seeds, "hf_index": _hf_seeds,
            "calbin": _calbin_seeds, "imatrix": _imatrix_seeds, "prequantized_config": _prequantized_seeds,
            "recipe": _recipe_seeds, "mapping": _mapping_seeds, "config": _config_seeds, "view": _view_seeds,
-           "proposal_counts": _counts_seeds, "paths": _path_seeds}
+           "proposal_counts": _counts_seeds, "paths": _path_seeds, "mcp_tools": _mcp_seeds}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -257,7 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     only = list(sys.argv[1:] if argv is None else argv)
     every = ("gguf", "safetensors", "hf_index", "ninfer_entry", "ninfer_part", "calbin", "evidence", "imatrix",
              "evidence_bundle", "prequantized_config", "recipe", "mapping", "config", "view", "proposal_counts",
-             "paths")
+             "paths", "mcp_tools")
     if {"ninfer_entry", "ninfer_part"} & set(only):  # written together
         only += ["ninfer_entry", "ninfer_part"]
     targets = [t for t in every if not only or t in only]

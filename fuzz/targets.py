@@ -282,11 +282,52 @@ def paths(data: bytes, scratch: Path) -> str:
     return outcome
 
 
+class UntypedToolError(Exception):
+    """An MCP tool call answered with something other than the documented rejection document."""
+
+
+_SERVER: list = []
+
+
+def mcp_tools(data: bytes, scratch: Path) -> str:
+    """An MCP tool call in process: ``{"tool": NAME, "arguments": {...}}`` (JSON) through the server's own
+    ``call_tool``, as a client sends it. A path argument is kept under the scratch directory (the fuzzer
+    must not stream the host's files); an error result that is not the typed rejection document (an
+    exception the SDK wrapped) counts as untyped."""
+    import anyio
+
+    from converters.inspect.mcp_server import build_server
+    from converters.sources import strict_json
+
+    call = strict_json.loads(data, file=None, what="tool call")
+    if not isinstance(call, dict) or not isinstance(call.get("tool"), str) or not isinstance(call.get("arguments"),
+                                                                                               dict):
+        return "rejected"
+    args = dict(call["arguments"])
+    if isinstance(args.get("path"), str):
+        args["path"] = str(scratch / args["path"].lstrip("/").replace("..", "__"))
+    if not _SERVER:
+        shutil.copy(SEEDS / "gguf" / "little.gguf", scratch / "m.gguf")
+        _SERVER.append(build_server())
+    try:
+        result = anyio.run(_SERVER[0].call_tool, call["tool"], args)
+    except Exception as exc:  # the SDK refuses an unknown tool or arguments its schema rejects: typed there
+        if type(exc).__name__ in ("ToolError", "ValidationError"):
+            return "rejected"
+        raise
+    if not result.is_error:
+        return "accepted"
+    doc = result.structured_content or {}
+    if isinstance(doc.get("error"), dict) and doc["error"].get("code"):
+        return "rejected"
+    raise UntypedToolError(str(result.content)[:500])
+
+
 TARGETS: dict[str, Callable[[bytes, Path], str]] = {
     "gguf": gguf, "safetensors": safetensors, "hf_index": hf_index, "ninfer_entry": ninfer_entry,
     "ninfer_part": ninfer_part, "calbin_manifest": calbin_manifest, "calbin_metadata": calbin_metadata,
     "calbin_op_yaml": calbin_op_yaml, "evidence": evidence, "imatrix": imatrix, "evidence_bundle": evidence_bundle,
     "prequantized_config": prequantized_config, "recipe": recipe, "mapping": mapping, "config": config,
-    "view": view, "proposal_counts": proposal_counts, "paths": paths,
+    "view": view, "proposal_counts": proposal_counts, "paths": paths, "mcp_tools": mcp_tools,
 }
 TYPED = (NinferError,)
