@@ -49,7 +49,7 @@ def parse_view(view: Any) -> dict:
     if view.get("kind", "model-artifact") != "model-artifact":
         raise _bad(f"kind must be 'model-artifact', not {view['kind']!r}", "kind")
     coll = view.get("collection")
-    if coll not in FILTERS:
+    if not isinstance(coll, str) or coll not in FILTERS:
         raise _bad(f"collection must be one of {sorted(FILTERS)}, not {coll!r}", "collection")
     out: dict = {"collection": coll, "filters": {}}
     for name in sorted(VIEW_KEYS - {"kind", "collection", "fields", "offset", "limit"}):

@@ -124,7 +124,7 @@ def _int(path: Path, where: str, text) -> int:
     if isinstance(text, int) and not isinstance(text, bool):
         value = text
     elif isinstance(text, str) and (digits := text.strip().removeprefix("-")).isascii() and digits.isdigit():
-        value = int(text) if len(digits) <= 19 else None
+        value = (-1 if text.strip().startswith("-") else 1) * int(digits) if len(digits) <= 19 else None
     if value is None:
         raise _bad(path, f"{where}: {(text[:40] if isinstance(text, str) else text)!r} is not an integer",
                    "counts_format")

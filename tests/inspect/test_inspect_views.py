@@ -67,6 +67,7 @@ def test_storage_validation_filter_and_types_and_metadata(record):
     {"collection": "tensors", "names": "x"}, {"collection": "tensors", "limit": 0},
     {"collection": "tensors", "offset": -1}, {"collection": "tensors", "bogus": 1},
     {"collection": "tensors", "indexes": ["1"]}, {"kind": "other", "collection": "tensors"},
+    {"collection": ["tensors"]},  # unhashable: found by the --view fuzz target
 ])
 def test_invalid_views_are_typed_errors(record, view):
     with pytest.raises(ViewError):

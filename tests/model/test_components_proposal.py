@@ -141,3 +141,10 @@ def test_count_file_must_be_a_regular_file(tmp_path, special):
     with pytest.raises(ConverterError, match="not a regular file") as info:
         read_token_counts(path, V)
     assert info.value.file == str(path)
+
+
+def test_a_count_padded_with_any_whitespace_is_read(tmp_path):
+    """Found by the fuzz: str.strip() removes U+001F, int() does not — the digits themselves are parsed."""
+    path = tmp_path / "c.txt"
+    path.write_text("token_id\tcount\n1\t\x1f74\n2\t 3\n")
+    assert read_token_counts(path, V)[1:3].tolist() == [74, 3]
