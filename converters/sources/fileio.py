@@ -210,31 +210,29 @@ def resolved(path) -> Path:
         raise nul_error(path) from None
 
 
-def is_directory(path) -> bool:
-    """Whether ``path`` names a directory (False when nothing is there); any other failure to stat it (a name
-    too long, a symlink loop, no permission) is the typed error of an open, not ``Path.is_dir``'s
-    ``OSError`` or silent False."""
+def checked_stat(path, *, follow: bool = True) -> os.stat_result | None:
+    """``os.stat`` (``os.lstat`` with ``follow=False``) of ``path``, None when nothing is there; any other
+    failure (a name too long, a symlink loop, no permission, a NUL byte) is the typed error of an open, not
+    the ``OSError`` or silent False of ``Path.is_dir`` / ``os.path.lexists``."""
     try:
-        return stat.S_ISDIR(os.stat(path).st_mode)
+        return os.stat(path) if follow else os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
-        return False
-    except OSError as exc:
-        raise os_error(exc, path, "stat the selected path") from None
-    except ValueError:
-        raise nul_error(path) from None
-
-
-def lexists(path) -> bool:
-    """``os.path.lexists`` that answers a name too long with the typed error instead of False."""
-    try:
-        os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return False
+        return None
     except OSError as exc:
         raise os_error(exc, path, "stat the path") from None
     except ValueError:
         raise nul_error(path) from None
-    return True
+
+
+def is_directory(path) -> bool:
+    """Whether ``path`` names a directory (:func:`checked_stat`)."""
+    st = checked_stat(path)
+    return st is not None and stat.S_ISDIR(st.st_mode)
+
+
+def lexists(path) -> bool:
+    """Whether anything, a dangling symlink included, has the name ``path`` (:func:`checked_stat`)."""
+    return checked_stat(path, follow=False) is not None
 
 
 def symlink_leaving(path, directory) -> Path | None:
