@@ -435,7 +435,8 @@ class _Validator:
                 raise self.fail(path, f"group key {key!r} must be a path like attention/query_key")
             spec = self.fields(spec, path, self.GROUP, f"group {key}")
             members = spec["members"]
-            if not isinstance(members, list) or not members or len(set(members)) != len(members):
+            if not isinstance(members, list) or not members or not all(isinstance(m, str) for m in members) \
+                    or len(set(members)) != len(members):
                 raise self.fail((*path, "members"), "members must be a non-empty list of distinct roles")
             for m in members:
                 if m not in self.known:

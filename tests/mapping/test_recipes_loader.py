@@ -59,6 +59,7 @@ groups:
     ("[mlp.gate, mlp.up], format: q4_g64_fp16}", "[mlp.gate, mlp.up], format: q4_g64_fp16, divisors: per_member}",
      6, "only meaningful for nvfp4"),
     ("[mlp.gate, mlp.up]", "[mlp.gate, mlp.sideways]", 6, "member 'mlp.sideways' is not a role"),
+    ("[mlp.gate, mlp.up]", "[mlp.gate, [mlp.up]]", 6, "non-empty list of distinct roles"),  # found by the fuzz
     ("{format: q4_g64_fp16}\ngroups", "{format: q4_g64_fp16, encoder: best}\ngroups", 4, "encoder 'best'"),
 ])
 def test_bad_recipes_name_file_and_line(tmp_path, old, new, line, message):
