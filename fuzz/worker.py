@@ -26,6 +26,7 @@ with atheris.instrument_imports(include=["ninfer_core", "converters"]):
     import converters.acceptance.calbin  # noqa: F401  (instrumented for coverage)
     import converters.inspect  # noqa: F401
     import converters.inspect.evidence  # noqa: F401
+    import converters.inspect.mcp_server  # noqa: F401  (the MCP SDK too: its import is not an input's time)
     import converters.mapping.recipes  # noqa: F401
     import converters.model.engine  # noqa: F401
     import converters.pipeline.convert  # noqa: F401
