@@ -79,3 +79,10 @@ def test_a_failed_write_publishes_nothing(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         write_new_file(target, b"data", exists=taken)
     assert not target.exists() and _leftovers(tmp_path) == []
+
+
+def test_a_report_name_that_fits_is_written_though_its_temporary_would_not(tmp_path):
+    """``.<name>.<random>.tmp`` passes 255 bytes for a 250-byte name: the temporary carries a hash instead."""
+    path = tmp_path / ("r" * 245 + ".json")
+    write_new_file(path, b"{}\n", exists=lambda: AssertionError("exists"))
+    assert path.read_bytes() == b"{}\n" and os.listdir(tmp_path) == [path.name]
