@@ -173,16 +173,25 @@ def as_u8(data, what: str = "data") -> np.ndarray:
 _local = threading.local()
 
 
+_KERNELS_LOCK = threading.Lock()
+_KERNELS_FAILED: dict[str, str] = {}
+
+
 def compiled_kernels(name: str):
-    """The compiled kernel module ``name`` of this package (numba; imported on the first encode). A host that
-    cannot load it — under ``ulimit -v`` numba's import fails with ImportError, OSError or MemoryError — gets one
-    typed :class:`~ninfer_core.errors.ResourceError`, not a traceback (docs/robustness.md §Promises)."""
-    try:
-        return importlib.import_module(f"{__package__}.{name}")
-    except (ImportError, OSError, MemoryError) as exc:
-        raise ResourceError(f"the compiled encode kernels ({name}, numba) cannot be loaded: {type(exc).__name__}: "
-                            f"{exc}; on a memory-limited host (ulimit -v) raise the limit",
-                            rule="kernels_unavailable", section="docs/robustness.md §Promises") from None
+    """The compiled kernel module ``name`` of this package (numba; imported on the first encode, once, under a
+    lock: worker threads encode at once). A host that cannot load it — under ``ulimit -v`` numba's import
+    fails with ImportError, OSError or MemoryError, and a second try meets a half-imported ``numba``
+    (AttributeError) — gets one typed :class:`~ninfer_core.errors.ResourceError` on every call, not a
+    traceback (docs/robustness.md §Promises)."""
+    with _KERNELS_LOCK:
+        if name not in _KERNELS_FAILED:
+            try:
+                return importlib.import_module(f"{__package__}.{name}")
+            except (ImportError, OSError, MemoryError, AttributeError) as exc:
+                _KERNELS_FAILED[name] = f"{type(exc).__name__}: {exc}"
+    raise ResourceError(f"the compiled encode kernels ({name}, numba) cannot be loaded: {_KERNELS_FAILED[name]}; "
+                        "on a memory-limited host (ulimit -v) raise the limit", rule="kernels_unavailable",
+                        section="docs/robustness.md §Promises")
 
 
 def kernel_input(a: np.ndarray) -> np.ndarray:

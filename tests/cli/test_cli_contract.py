@@ -239,13 +239,15 @@ def test_kernels_that_cannot_load_are_one_typed_resource_error(monkeypatch):
     import numpy as np
 
     from ninfer_core import codecs
+    from ninfer_core.codecs import base
     from ninfer_core.errors import ResourceError
 
+    monkeypatch.setattr(base, "_KERNELS_FAILED", {})  # the failure is remembered for this test only
     for name in ("numba", "ninfer_core.codecs.nvfp4_kernel", "ninfer_core.codecs.row_split_kernel"):
         monkeypatch.setitem(sys.modules, name, None)  # an import of it raises ImportError
     x = np.linspace(-1, 1, 128 * 128, dtype=np.float32).reshape(128, 128)
-    for fmt, layout in (("nvfp4", "block_scale_k16_m128x4_v1"), ("q4_g64_fp16", "row_split_k128_v1")):
-        with pytest.raises(ResourceError, match="cannot be loaded") as info:
+    for fmt, layout in 2 * (("nvfp4", "block_scale_k16_m128x4_v1"), ("q4_g64_fp16", "row_split_k128_v1")):
+        with pytest.raises(ResourceError, match="cannot be loaded") as info:  # the second time too
             codecs.encode(fmt, layout, x, encoder="mse" if fmt.startswith("q") else "absmax")
         assert info.value.rule == "kernels_unavailable"
 
