@@ -9,6 +9,12 @@ ternary GGUF, ``--ternary-type``, ``--rotated``), ``token-counts`` (``--counts``
 config fields (HF names or the aliases ``layers``, ``hidden``, ``intermediate``, ``vocab``, ``heads``,
 ``kv_heads``), values parsed as JSON (``--set layers=24 --set hidden=2048``), so the same command produces
 the multi-GB benchmark models.
+
+Real geometries (:mod:`tinymodels.real`, docs/architectures.md §Real geometries): a real checkpoint's name
+(``qwen3-30b-a3b``, ``qwen2.5-7b``, …) builds its generator's model from the published ``config.json``:
+``--layers N`` keeps the first N layers, ``--shrink K`` divides every width by K (head and expert counts stay
+real), ``--vocab V`` and ``--experts E`` set those counts, ``--spelling published|resaved`` picks how
+``config.json`` is spelled (as released, or as transformers 5 re-saves it).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import json
 import logging
 import sys
 
-from tinymodels import bonsai, dflash, gguf_writer, models, qwen3_moe, qwen35, token_counts, vision
+from tinymodels import bonsai, dflash, gguf_writer, models, qwen3_moe, qwen35, real, token_counts, vision
 from tinymodels.ternary_blocks import FORMATS
 
 COMPONENTS = ("vision", "dflash", "dflash2", "bonsai", "token-counts")
@@ -37,7 +43,7 @@ def _override(text: str) -> tuple[str, object]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tinymodels", description=__doc__.splitlines()[0])
-    parser.add_argument("model", choices=sorted(MODELS) + list(COMPONENTS))
+    parser.add_argument("model", choices=sorted(MODELS) + list(COMPONENTS) + real.names())
     parser.add_argument("--hf", metavar="DIR", help="write the HF checkpoint directory here (must not exist)")
     parser.add_argument("--gguf", metavar="FILE", help="write the GGUF here (must not exist)")
     parser.add_argument("--mmproj", metavar="FILE", help="vision: write the mmproj GGUF here (must not exist)")
@@ -53,14 +59,35 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--vision-family", default="qwen3_5", choices=sorted(vision.FAMILIES))
     parser.add_argument("--ternary-type", default="PTQ1_0", choices=sorted(FORMATS))
     parser.add_argument("--rotated", action="store_true", help="bonsai: Hadamard-rotated with prism.hadamard.*")
+    parser.add_argument("--layers", type=int, default=None, help="real geometry: keep the first N layers")
+    parser.add_argument("--shrink", type=int, default=1, help="real geometry: divide every width by K")
+    parser.add_argument("--vocab", type=int, default=None, help="real geometry: vocabulary size (default: real)")
+    parser.add_argument("--experts", type=int, default=None, help="real geometry: routed experts (default: real)")
+    parser.add_argument("--spelling", default="published", choices=sorted(real.SPELLINGS),
+                        help="real geometry: config.json as released or as transformers 5 re-saves it")
     parser.add_argument("--set", dest="overrides", type=_override, action="append", default=[],
                         metavar="KEY=VALUE", help="config override (repeatable)")
     return parser
 
 
+def _run_real(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    if not args.hf and not args.gguf:
+        parser.error("nothing to write: give --hf and/or --gguf")
+    if args.overrides:
+        parser.error("--set is for the tiny models; a real geometry takes --layers, --shrink, --vocab, --experts")
+    cfg = real.geometry(args.model, layers=args.layers, shrink=args.shrink, vocab=args.vocab, experts=args.experts)
+    if args.hf:
+        real.write_hf_dir(args.hf, args.model, cfg, args.spelling, seed=args.seed, dtype=args.hf_dtype,
+                          shards=args.shards)
+    if args.gguf:
+        real.write_gguf(args.gguf, args.model, cfg, seed=args.seed, matrix_type=args.matrix_type)
+
+
 def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     overrides = dict(args.overrides)
-    if args.model in MODELS:
+    if args.model in real.names():
+        _run_real(args, parser)
+    elif args.model in MODELS:
         module = MODELS[args.model]
         if not args.hf and not args.gguf and not (args.mmproj and hasattr(module, "write_mmproj")):
             parser.error("nothing to write: give --hf and/or --gguf" + (" and/or --mmproj" if hasattr(

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 
-from tinymodels import qwen2, qwen3, qwen3_moe, qwen3_next, qwen3_vl, qwen35, tokenizer, vision
+from tinymodels import hf_writer, qwen2, qwen3, qwen3_moe, qwen3_next, qwen3_vl, qwen35, tokenizer, vision
 
 REAL_CONFIGS = Path(__file__).resolve().parent / "real_configs"
 PUBLISHED = REAL_CONFIGS / "published"
@@ -205,8 +205,12 @@ def write_hf_dir(path: str | os.PathLike[str], name: str, cfg: Mapping, spelling
     staging = path.parent / f".{path.name}.{os.getpid()}.real"
     try:
         write_canonical_hf_dir(staging, name, cfg, seed=seed, dtype=dtype, shards=shards)
-        (staging / "config.json").write_text(json.dumps(respell(name, cfg, spelling), indent=2) + "\n",
-                                             encoding="utf-8")
+        doc = respell(name, cfg, spelling)
+        for holder in (doc, doc.get("text_config", {})):
+            for key in ("dtype", "torch_dtype"):
+                if key in holder:  # the dtype the tensors were written in
+                    holder[key] = hf_writer.DTYPES[dtype][2]
+        (staging / "config.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         os.rename(staging, path)
     finally:
         if staging.exists():
