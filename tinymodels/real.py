@@ -125,7 +125,7 @@ def geometry(name: str, *, layers: int | None = None, shrink: int = 1, vocab: in
     if "tie_word_embeddings" in real and "tie_word_embeddings" in known:
         over["tie_word_embeddings"] = real["tie_word_embeddings"]
     rope = _rope(text)
-    over.update({k: v for k, v in rope.items() if k != "partial_rotary_factor" or module is not qwen3})
+    over.update(rope)
     for key in _WIDTHS:
         if key in over:
             over[key] = _shrunk(over[key], shrink, key)
