@@ -53,9 +53,10 @@ def _components(text: str) -> tuple[str, ...]:
     return comps
 
 
-def render_outcome(outcome, options, json_out: bool, acceptance=None) -> None:
+def render_outcome(outcome, options, json_out: bool, acceptance=None, *, allow_requantize: bool = True) -> None:
     """What :func:`converters.scaleout.run.run_conversion` did: the summary (with ``--dry-run`` the plan
-    first), or what ``--plan-only`` staged; then the acceptance's verdict (docs/cli.md §Build then accept)."""
+    first), or what ``--plan-only`` staged; the requantization warning unless ``allow_requantize``; then the
+    acceptance's verdict (docs/cli.md §Build then accept)."""
     from converters.scaleout.run import StagedRun
 
     if isinstance(outcome, StagedRun) and outcome.staged is not None:
@@ -66,6 +67,8 @@ def render_outcome(outcome, options, json_out: bool, acceptance=None) -> None:
         summary = {**summary, "verdict": acceptance.verdict, "acceptance": acceptance.to_json()}
     if json_out:
         emit_json({**summary, "objects_detail": outcome.object_rows()} if options.dry_run else summary)
+        if not allow_requantize:
+            warn_requantize(summary)
         return
     if isinstance(outcome, StagedRun):
         print_summary(summary)
@@ -78,7 +81,25 @@ def render_outcome(outcome, options, json_out: bool, acceptance=None) -> None:
         console.print(table(f"plan: {Path(options.output).name} (nothing written)",
                             ["object", "format", "chosen by", "shape", "bytes", "exactness", "origin", "method"], rows))
     print_summary(summary)
+    if not allow_requantize:
+        warn_requantize(summary)
     print_acceptance(acceptance)
+
+
+def warn_requantize(summary: dict) -> None:
+    """One warning line on stderr when objects of a quantized source were requantized (docs/recipes.md
+    §Requantizing a quantized source); ``--allow-requantize`` silences it, as llama-quantize's flag does."""
+    from converters.cli.output import err_console
+
+    r = summary.get("requantized_quantized_source")
+    if not r:
+        return
+    err = (f"worst cosine {r['worst_cosine']:.6f} ({r['worst_object']})" if r["worst_cosine"] is not None
+           else "error measured when written")
+    err_console.print(f"warning: {r['objects']} objects of a quantized source ({', '.join(r['source_types'])}) "
+                      f"are requantized, {err}; --allow-requantize silences this "
+                      "(docs/recipes.md §Requantizing a quantized source)", style="yellow", highlight=False,
+                      markup=False, soft_wrap=True)
 
 
 def print_acceptance(acceptance) -> None:
@@ -99,7 +120,7 @@ def print_acceptance(acceptance) -> None:
 def print_staged(info: dict, json_out: bool) -> None:
     """``--plan-only``: what was staged, and the next commands."""
     if json_out:
-        emit_json(info)
+        emit_json(info, schema="ninfer-staged/v1")  # not the conversion's summary (docs/cli.md §JSON contract)
         return
     console.print(table(f"staged: {Path(info['output']).name} (nothing encoded yet)", ["", "value"],
                         [[k, f"{v:,}" if isinstance(v, int) else v] for k, v in info.items()]))
@@ -257,6 +278,8 @@ def _options(kind: str):
                                      "(docs/imatrix.md)."),
         report: Path = typer.Option(None, "--report", help="Also write the conversion report (one self-contained "
                                     "HTML file; docs/report.md) of what was written, with the verify verdict."),
+        allow_requantize: bool = typer.Option(False, "--allow-requantize", help="Requantizing a quantized source "
+                                              "(Q8_0 → 4 bits) prints one warning line; this flag silences it."),
     ) -> None:
         from converters.cli.repack import parse_byte_size
         from converters.cli.ternary_env import default_template
@@ -292,7 +315,7 @@ def _options(kind: str):
 
             acceptance = accept_written(options.output, options.source, inputs=options.inputs, template=template,
                                         sweep=verify_sweep)
-        render_outcome(outcome, options, json_out, acceptance)
+        render_outcome(outcome, options, json_out, acceptance, allow_requantize=allow_requantize)
         if report is not None:
             from converters.report import write_report
 

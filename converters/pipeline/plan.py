@@ -25,7 +25,7 @@ import numpy as np
 from converters.errors import ConversionError, RecipeError
 from converters.mapping import transforms as T
 from converters.mapping.binder import BoundModel, BoundParameter
-from converters.mapping.overrides import FormatOverride, first_match
+from converters.mapping.overrides import FormatOverride, check_matched, first_match
 from converters.mapping.recipes import EXACT, REFUSE, SOURCE, GroupSpec, Recipe, RoleSpec
 from converters.pipeline import prequantized as PQ
 from converters.pipeline.expert_bank import plan_bank
@@ -61,6 +61,7 @@ def make_plan(bound: BoundModel, recipe: Recipe, sources: dict, *, only_layer: i
     ``component_configs``: component → normalised config.
     """
     params = list(bound.parameters)
+    check_matched(recipe.overrides, params)
     if only_layer is not None:
         n = len(bound.layer_kinds)
         if not 0 <= only_layer < n:
