@@ -39,7 +39,7 @@ class EvidenceStore:
                                                   "budget_bytes": self.budget})
 
     def retain(self, record: dict) -> str:
-        """Hold one (already authenticated) record; returns its ``evidence_id``."""
+        """Hold one (already checked) record; returns its ``evidence_id``."""
         return self.retain_all([record])[0]
 
     def retain_all(self, records: list[dict]) -> list[str]:

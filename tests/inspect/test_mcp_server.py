@@ -24,8 +24,9 @@ def models(tmp_path):
             "st": tiny_safetensors(tmp_path / "m.safetensors")}
 
 
-def _server() -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable, args=["-m", "converters.cli", "mcp"], cwd=str(ROOT))
+def _server(*roots: Path) -> StdioServerParameters:
+    args = [a for r in roots for a in ("--root", str(r))]
+    return StdioServerParameters(command=sys.executable, args=["-m", "converters.cli", "mcp", *args], cwd=str(ROOT))
 
 
 async def _call(s: ClientSession, tool: str, args: dict) -> tuple[bool, dict]:
@@ -37,7 +38,7 @@ async def _call(s: ClientSession, tool: str, args: dict) -> tuple[bool, dict]:
 
 async def _ok(s, tool, args) -> dict:
     err, doc = await _call(s, tool, args)
-    assert not err, doc
+    assert not err, json.dumps(doc)
     return doc
 
 
@@ -61,7 +62,7 @@ def test_tools_end_to_end(models, tmp_path, capsys):
     tampered["records"][0]["tensors"][0]["shape"] = ["9", "4"]
 
     async def scenario() -> None:
-        async with stdio_client(_server()) as (read, write), ClientSession(read, write) as s:
+        async with stdio_client(_server(tmp_path)) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
             tools = {t.name: t for t in (await s.list_tools()).tools}
             assert set(tools) == TOOLS
@@ -154,7 +155,7 @@ def test_busy_and_cancelled_full_hash(tmp_path):
         logged.set()
 
     async def scenario() -> None:
-        async with stdio_client(_server()) as (read, write), ClientSession(read, write, logging_callback=on_log) as s:
+        async with stdio_client(_server(tmp_path)) as (read, write), ClientSession(read, write, logging_callback=on_log) as s:
             await s.initialize()
             hashing = anyio.Event()
 
