@@ -22,9 +22,19 @@ from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, TextContent
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from converters import __version__
+from converters.inspect.mcp_schemas import (
+    BUNDLE_SCHEMA,
+    EVIDENCE_ID,
+    PATH,
+    SOURCE_SCHEMA,
+    VIEW_SCHEMA,
+    output_schemas,
+)
 from converters.inspect.rejections import InspectionRejected, invalid_input, public_rejection
 from converters.inspect.retained import EvidenceStore, page, run_query
 from converters.inspect.roots import Roots, client_root_dirs, confined, path_argument, within
@@ -33,37 +43,8 @@ from ninfer_core.errors import NinferError
 NAME = "ninfer-inspect"
 #: a progress notification at most every this many hashed bytes (the first buffer always reports)
 PROGRESS_EVERY = 64 * 1024 * 1024
-
-_SELECTION = {
-    "collection": {"type": "string", "enum": ["tensors", "metadata", "types"]},
-    "names": {"type": "array", "items": {"type": "string"}, "description": "exact tensor names (tensors)"},
-    "keys": {"type": "array", "items": {"type": "string"}, "description": "exact metadata keys (metadata)"},
-    "types": {"type": "array", "items": {"type": "string"},
-              "description": "exact type labels, AMBIGUOUS_<id> included (tensors, types)"},
-    "storage_validation": {"type": "array", "items": {"type": "string", "enum": ["consistent", "unknown"]}},
-    "indexes": {"type": "array", "items": {"type": "integer", "minimum": 0}},
-    "fields": {"type": "array", "items": {"type": "string"}, "description": "columns; [] = indices only"},
-    "offset": {"type": "integer", "minimum": 0, "description": "counts filtered matches"},
-    "limit": {"type": "integer", "minimum": 1, "maximum": 1000},
-}
-SELECTION_SCHEMA = {"type": "object", "properties": _SELECTION, "required": ["collection"],
-                    "additionalProperties": False,
-                    "description": "filters intersect; an omitted filter = all rows, [] = none"}
-VIEW_SCHEMA = {"type": "object", "properties": {"kind": {"const": "model-artifact"}, **_SELECTION},
-               "required": ["kind", "collection"], "additionalProperties": False}
-SOURCE_SCHEMA = {"oneOf": [
-    {"type": "object", "properties": {"kind": {"const": "retained-evidence"}, "evidence_id": {"type": "string"}},
-     "required": ["kind", "evidence_id"], "additionalProperties": False},
-    {"type": "object", "properties": {"kind": {"const": "evidence-file"}, "path": {"type": "string"},
-                                      "record": {"type": "object"}},
-     "required": ["kind"], "additionalProperties": False,
-     "description": "one Evidence record, its evidence_id checked: path (absolute, inside the roots) or "
-                    "record (inline)"},
-]}
-BUNDLE_SCHEMA = {"type": "object", "properties": {"schema": {"type": "string"},
-                                                  "records": {"type": "array", "items": {"type": "object"}}},
-                 "required": ["records"]}
-
+#: every tool: reads local files only, writes none, reaches nothing outside (docs/inspect.md §MCP)
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 def _schema(schema: dict, description: str) -> Any:
     return Field(description=description, json_schema_extra=schema)
@@ -225,33 +206,41 @@ class Provider:
 def build_server(provider: Provider | None = None) -> MCPServer:
     """The MCP server with the inspection tools (docs/inspect.md §MCP)."""
     prov = provider or Provider()
-    server = MCPServer(NAME, instructions="Static, evidence-grade inspection of GGUF / safetensors / .ninfer "
-                       "model files: nothing is loaded or run. Start with inspect_model_artifact, page more with "
-                       "inspect_analysis_view using the returned parent_evidence_id.")
+    tools: list[Tool] = []
+    outputs = output_schemas()
 
-    @server.tool(description="Inspect a local GGUF (v2/v3, either byte order), safetensors file or directory, or "
+    def tool(description: str) -> Callable:
+        """Register a tool: read-only annotations and its output schema (structured content)."""
+        def register(fn: Callable) -> Callable:
+            t = Tool.from_function(fn, description=description, annotations=READ_ONLY)
+            t.fn_metadata.output_schema = outputs[t.name]
+            tools.append(t)
+            return fn
+        return register
+
+    @tool("Inspect a local GGUF (v2/v3, either byte order), safetensors file or directory, or "
                  ".ninfer artifact, detected by content. Returns the compact summary (counts, short header "
                  "metadata, chat-template presence, derived totals, parent_evidence_id) and retains the full "
                  "Evidence; with view, also the selected page.")
     async def inspect_model_artifact(
-        path: Annotated[str, _schema({"pattern": "^/"}, "absolute path of the model file or directory, inside "
-                                     "the server's roots")],
+        path: Annotated[str, _schema(PATH, "absolute path of the model file or directory, inside the server's "
+                                     "roots")],
         hash: Annotated[str, _schema({"enum": ["header", "full"]},
                                      "header: header digest only (default); full: streamed SHA-256 of every "
                                      "byte")] = "header",
         detail: Annotated[str, _schema({"enum": ["summary", "full"]},
                                        "summary (default): compact summary; full: the whole Evidence record "
                                        "(no view)")] = "summary",
-        view: Annotated[dict[str, Any] | None, _schema(SELECTION_SCHEMA, "a selection (no kind): the page to "
-                                                       "return with the summary")] = None,
+        view: Annotated[dict[str, Any] | None, _schema(VIEW_SCHEMA, "a selection: the page to return with the "
+                                                       "summary")] = None,
         ctx: Context = None,
     ) -> CallToolResult:
         return await prov.inspect(ctx, path, hash, detail, view)
 
-    @server.tool(description="Page retained or stored Evidence without reopening the model: source "
-                 "{kind: retained-evidence, evidence_id} or {kind: evidence-file, path | record}; view {kind: "
-                 "model-artifact, collection: tensors | metadata | types, names / keys / types, fields, offset, "
-                 "limit}.")
+    @tool("Page retained or stored Evidence without reopening the model: source "
+                 "{kind: retained-evidence, evidence_id} or {kind: evidence-file, path | record}; view {collection: "
+                 "tensors | metadata | types, names / keys / types, fields, offset, limit} (kind model-artifact "
+                 "optional, as in inspect_model_artifact).")
     async def inspect_analysis_view(
         source: Annotated[dict[str, Any], _schema(SOURCE_SCHEMA, "where the Evidence comes from")],
         view: Annotated[dict[str, Any], _schema(VIEW_SCHEMA, "the selection")],
@@ -266,14 +255,14 @@ def build_server(provider: Provider | None = None) -> MCPServer:
         except NinferError as exc:
             return _rejected(exc)
 
-    @server.tool(description="Import an Evidence bundle ({records: [...]}, as convert inspect --evidence-output "
+    @tool("Import an Evidence bundle ({records: [...]}, as convert inspect --evidence-output "
                  "writes): every record's evidence_id (an integrity digest, not a signature) and rows are checked, "
                  "then indexed; returns one evidence_id per record. Give the bundle inline or as an absolute path "
                  "inside the server's roots.")
     async def import_evidence_bundle(
         bundle: Annotated[dict[str, Any] | None, _schema(BUNDLE_SCHEMA, "the bundle inline")] = None,
-        path: Annotated[str | None, _schema({"pattern": "^/"}, "absolute path of a bundle file, inside the "
-                                            "server's roots")] = None,
+        path: Annotated[str | None, _schema(PATH, "absolute path of a bundle file, inside the server's "
+                                            "roots")] = None,
         ctx: Context = None,
     ) -> CallToolResult:
         if (bundle is None) == (path is None):
@@ -288,17 +277,21 @@ def build_server(provider: Provider | None = None) -> MCPServer:
         return _result({"evidence_ids": ids, "retained_count": len(prov.store.ids()),
                         "retained_bytes": prov.store.used})
 
-    @server.tool(description="Release retained Evidence (from inspect_model_artifact or import_evidence_bundle); "
+    @tool("Release retained Evidence (from inspect_model_artifact or import_evidence_bundle); "
                  "its evidence_id is unknown afterwards.")
     async def release_evidence(
-        evidence_id: Annotated[str, _schema({"pattern": "^sha256:"}, "the evidence_id to release")],
+        evidence_id: Annotated[str, _schema(EVIDENCE_ID, "the evidence_id to release")],
     ) -> CallToolResult:
         try:
             return _result(prov.store.release(evidence_id))
         except NinferError as exc:
             return _rejected(exc)
 
-    return server
+    return MCPServer(NAME, version=__version__, tools=tools,
+                     instructions="Static, evidence-grade inspection of GGUF / safetensors / .ninfer model files: "
+                     "nothing is loaded or run, and only files inside the server's roots are read. Start with "
+                     "inspect_model_artifact, page more with inspect_analysis_view using the returned "
+                     "parent_evidence_id.")
 
 
 def _import(store: EvidenceStore, bundle, path) -> list[str]:

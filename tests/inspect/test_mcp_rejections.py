@@ -99,6 +99,11 @@ def test_invalid_queries_and_records(model, tmp_path):
                                                     "fields": ["nope"]}},
                  "invalid_input", "invalid_request", prov)
     assert e["rule"] == "view_valid"
+    # kind is optional in a query's view; when given it is "model-artifact"
+    e = rejected("inspect_analysis_view", {"source": {"kind": "retained-evidence", "evidence_id": eid},
+                                           "view": {"kind": "objects", "collection": "tensors"}},
+                 "invalid_input", "invalid_request", prov)
+    assert e["rule"] == "query_valid" and e["field"] == "view.kind"
     # a bundle is not a single record
     bundle = tmp_path / "b.json"
     assert main(["inspect", str(model), "--evidence-output", str(bundle), "--json"]) == 0
