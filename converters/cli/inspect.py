@@ -170,7 +170,8 @@ def inspect_cmd(
                                        "entry, or a stored Evidence record (optional with --import-bundle)."),
     hash_mode: str = typer.Option("header", "--hash", help="header: header digest only; full: SHA-256 of "
                                   "every byte (streamed)."),
-    detail: str = typer.Option("full", "--detail", help="full Evidence, or a compact summary."),
+    detail: str = typer.Option("full", "--detail", help="full Evidence (the default here; the MCP "
+                                "tool defaults to summary, docs/inspect.md §MCP), or a compact summary."),
     evidence_output: Path | None = typer.Option(None, "--evidence-output", "--evidence_output", help="Also "
                                                 "write the full Evidence record to this new file, as a "
                                                 "bundle ({\"records\": [...]}, docs/inspect.md §Bundles)."),
