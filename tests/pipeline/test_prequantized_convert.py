@@ -31,6 +31,7 @@ from tests.support.prequantized import (
     schemes,
     sha256,
     source_rows,
+    tiled,
     weights,
 )
 
@@ -108,17 +109,6 @@ def test_values_equal_the_library_dequantization_and_verify_passes(converted, sc
     if kept:  # gate 4 compared the kept parameters by the library's rule, within the recorded bound
         rule = report.gate(4).evidence["library_rule"]
         assert rule["parameters"] >= kept and rule["max_ulp"] == q["max_ulp"] and rule["dtypes"] == [ref["dtype"]]
-
-
-def tiled(scales: np.ndarray) -> np.ndarray:
-    """Block scales ``[N, K/16]`` in nvfp4's 128x4 tiles (docs/format/layouts.md §3, written out here)."""
-    n, c16 = scales.shape
-    c = c16 // 4
-    r, col = np.meshgrid(np.arange(n), np.arange(c16), indexing="ij")
-    at = ((r // 128) * c + col // 4) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + col % 4
-    out = np.zeros(n * c16, dtype=np.uint8)
-    out[at.reshape(-1)] = scales.reshape(-1)
-    return out
 
 
 NVFP4_SCHEMES = [s for s in SCHEMES if "nvfp4" in s]

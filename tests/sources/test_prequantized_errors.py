@@ -172,8 +172,11 @@ def test_rows_outside_the_tensor(tmp_path):
             qw.dequantize(200, 300)
         assert exc.value.rule == "row_range" and MOD in str(exc.value)
         with pytest.raises(EncodingError) as exc:
-            qw.transcode("nvfp4", 64, 192)
+            qw.transcode("nvfp4", 64, 128)  # 64 rows: not a whole 128-row tile (where they start does not matter)
         assert exc.value.rule == "nvfp4_rows"
+        with pytest.raises(EncodingError) as exc:
+            qw.gather("nvfp4", [(0, 32), (64, 96), (100, 132)])
+        assert exc.value.rule == "nvfp4_rows" and "96 rows" in str(exc.value)
 
 
 def test_cli_reports_one_line(tmp_path, capsys):

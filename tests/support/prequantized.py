@@ -135,6 +135,17 @@ def assembled(art, module_weight: str, n: int) -> tuple[np.ndarray, list[tuple[d
     return out, parts
 
 
+def tiled(scales: np.ndarray) -> np.ndarray:
+    """Block scales ``[N, K/16]`` in nvfp4's 128x4 tiles (docs/format/layouts.md §3, written out here)."""
+    n, c16 = scales.shape
+    c = c16 // 4
+    r, col = np.meshgrid(np.arange(n), np.arange(c16), indexing="ij")
+    at = ((r // 128) * c + col // 4) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + col % 4
+    out = np.zeros(n * c16, dtype=np.uint8)
+    out[at.reshape(-1)] = scales.reshape(-1)
+    return out
+
+
 def library_bytes(values: np.ndarray, dtype: str) -> bytes:
     """``values`` rounded to the library's output dtype, little-endian bytes (what reference.json hashes)."""
     return np.ascontiguousarray(np.asarray(values, dtype=np.float32).astype(LIBRARY_DTYPES[dtype])).tobytes()
