@@ -1,6 +1,6 @@
 """The planner's rules for prequantized sources (docs/recipes.md §Prequantized sources): nvfp4 divisors of
 parents that stack kept members, the ``nvfp4`` recipe's fused parents on an NVFP4 checkpoint, FP8 static input
-scales, and kept rows selected in runs (stacked plane by plane)."""
+scales, and kept rows gathered from runs (their scales re-tiled for the destination rows)."""
 
 from __future__ import annotations
 
