@@ -194,11 +194,11 @@ def keep_piece(planner, p) -> tuple[str, Piece] | None:
 
 
 def why_unkept(p, qw) -> str | None:
-    """Why ``p`` cannot keep its first quantized exact target (None when it has none): the chain's reason or
-    the format's shape rule."""
+    """Why ``p`` cannot keep its first quantized exact target: the chain's reason or the format's shape rule; or
+    why the weight has no quantized exact target at all."""
     fmt = next((f for f in qw.exact_targets() if not float_widening(f)), None)
     if fmt is None:
-        return None
+        return qw.no_quantized_target()
     why = why_not_kept(qw, p.source.chain, fmt)
     if why is None:
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +17,9 @@ import ml_dtypes
 import numpy as np
 
 from converters.pipeline.convert import convert
+from converters.sources import open_safetensors
 from ninfer_core import ArtifactWriter, open_artifact
+from tests.support.sources import write_safetensors
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "prequantized"
 NP = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype(ml_dtypes.bfloat16),
@@ -76,6 +79,26 @@ def expand_fused(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
                     if f"{name}_{role}" in tensors:
                         out[f"{module}.{role}"] = tensors[f"{name}_{role}"][e]
     return out
+
+
+def variant(tmp_path: Path, scheme: str, *, tensors=None, config=None, side=None) -> Path:
+    """A copy of fixture ``scheme`` with ``tensors(dict)`` / ``config(dict)`` / ``side(dict)`` applied in place."""
+    d = tmp_path / scheme
+    shutil.copytree(FIXTURES / scheme, d)
+    if tensors is not None:
+        with open_safetensors(d / "model.safetensors") as s:
+            ts = {n: (t.dtype, list(t.shape), bytes(s.raw(n))) for n, t in s.tensors.items()}
+        tensors(ts)
+        write_safetensors(d / "model.safetensors", ts)
+    if config is not None:
+        cfg = json.loads((d / "config.json").read_text())
+        config(cfg)
+        (d / "config.json").write_text(json.dumps(cfg))
+    if side is not None:
+        hqc = json.loads((d / "hf_quant_config.json").read_text())
+        side(hqc)
+        (d / "hf_quant_config.json").write_text(json.dumps(hqc))
+    return d
 
 
 def convert_fixture(scheme: str, out: Path, recipe: str) -> Path:

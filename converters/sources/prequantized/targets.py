@@ -6,7 +6,8 @@ Targets per family, in preference order (each only where the values fit, else ab
 - NVFP4 → ``nvfp4`` (bit-exact: nibbles and E4M3 block scales copied, the scales into 128×4 tiles; the
   divisor is the convention's, docs/prequantized.md §Value relations);
 - FP8 per tensor / channel → ``fp8_e4m3fn_row_bf16`` (codes copied; bit-exact when the scale is bfloat16,
-  value-exact when it converts to bfloat16 exactly or the library itself rounds it to bfloat16);
+  value-exact when the scale as the library applies it is a bfloat16 value — ModelOpt rounds it to the model
+  dtype first, so a bfloat16 model's always is);
 - INT4 → ``q4_g64_fp16`` (symmetric, group a multiple of 64 or per channel), ``q5_g64_fp16`` (also with zero
   points: ``q - z`` is in −15..15), ``q8_g32_fp16`` (group a multiple of 32); INT8 → ``q8_g32_fp16`` when no
   code is −128 (the one check that reads the codes); every one needs FP16-exact scales;
@@ -120,13 +121,40 @@ def exact_targets(qw) -> dict[str, str]:
 
 
 def _fp8_row_label(qw) -> str | None:
+    """``bit-exact`` for BF16 scales; ``value-exact`` when every scale as the library applies it
+    (``applied_scales``: ModelOpt rounds it to the model dtype first) is a bfloat16 value; else None."""
     if qw.parts[qw.SCALES].dtype == "BF16":
         return "bit-exact"
-    if qw.kind == "MO_FP8" and qw.library_dtype == "bfloat16":
-        return "value-exact"  # ModelOpt rounds the scale to bfloat16 itself
-    if _fits(as_f32(distinct_scales(qw)), ml_dtypes.bfloat16):
+    if _fits(qw.applied_scales(distinct_scales(qw)), ml_dtypes.bfloat16):
         return "value-exact"
     return None
+
+
+def no_quantized_target(qw) -> str | None:
+    """Why ``qw`` has no quantized exact target — only float widenings (``bf16``, ``fp32``) — for the plan's
+    notes; None when it has one."""
+    if any(codecs.codec_traits(f).bits_per_weight < 16 for f in exact_targets(qw)):
+        return None
+    n, k = qw.shape
+    if qw.family == "nvfp4":
+        if n % 128 or k % 64:
+            return f"nvfp4 needs [N, K] with N % 128 == 0 and K % 64 == 0, not [{n}, {k}]"
+        d = qw.weight_divisor
+        if d is None or not (np.isfinite(np.float32(d)) and np.float32(d) > 0):
+            return f"nvfp4: its divisor {d!r} is not finite and positive"
+        return "nvfp4: a block scale is NaN or negative"
+    if qw.family == "fp8":
+        if qw.block[1] != k:
+            return f"its {qw.block[0]}x{qw.block[1]} scale blocks have no per-row form"
+        applied = qw.applied_scales(distinct_scales(qw))
+        bad = next(float(v) for v in applied if not _fits(np.float32(v), ml_dtypes.bfloat16))
+        how = f" (ModelOpt applies it rounded to {qw.library_dtype})" if qw.kind == "MO_FP8" else ""
+        return f"fp8_e4m3fn_row_bf16: scale {bad!r}{how} is not a bfloat16 value"
+    if not _fits(as_f32(distinct_scales(qw)), np.float16):
+        return "its scales are not all float16 values"
+    if (qw.group or k) % 32:
+        return f"its groups of {qw.group} columns are not whole 32- or 64-column groups"
+    return "a code is -128, which q8_g32_fp16 (-127..127) cannot hold"
 
 
 def _no_code(qw, code: int) -> bool:
@@ -224,14 +252,13 @@ def _nvfp4(qw, views: dict, runs: list[tuple[int, int]], codes: bool = True) -> 
 def _bf16_words(qw, s: np.ndarray, rows) -> np.ndarray:
     if qw.parts[qw.SCALES].dtype == "BF16":
         return np.ascontiguousarray(s).view("<u2")
-    f = np.asarray(s, dtype=np.float32)
+    f = qw.applied_scales(s)
     b = f.astype(ml_dtypes.bfloat16)
-    if not (qw.kind == "MO_FP8" and qw.library_dtype == "bfloat16"):
-        off = np.flatnonzero(b.astype(np.float32).reshape(-1) != f.reshape(-1))
-        if off.size:
-            i = int(off[0])
-            raise fail(_where(qw, rows(i), f"scale {float(f.reshape(-1)[i])!r} is not a bfloat16 value"),
-                       "unrepresentable_block", SECTION, where=qw.name)
+    off = np.flatnonzero(b.astype(np.float32).reshape(-1) != f.reshape(-1))
+    if off.size:
+        i = int(off[0])
+        raise fail(_where(qw, rows(i), f"scale {float(f.reshape(-1)[i])!r} is not a bfloat16 value"),
+                   "unrepresentable_block", SECTION, where=qw.name)
     return b.view("<u2")
 
 
@@ -318,5 +345,5 @@ def _nvfp4_ulp(qw, u: np.ndarray) -> int:
     return ulp_distance(v3, qw.rule(c, s), qw.library_dtype)
 
 
-__all__ = ["CODE_COPY", "ROW_SPLIT", "code_span", "distinct_scales", "exact_targets", "scale_byte_range", "transcode",
-           "ulp_bound"]
+__all__ = ["CODE_COPY", "ROW_SPLIT", "code_span", "distinct_scales", "exact_targets", "no_quantized_target",
+           "scale_byte_range", "transcode", "ulp_bound"]

@@ -102,6 +102,10 @@ class QuantizedWeight:
             self._targets = targets.exact_targets(self)
         return dict(self._targets)
 
+    def no_quantized_target(self) -> str | None:
+        """Why no quantized format (only ``bf16`` / ``fp32``) holds this weight exactly, or None when one does."""
+        return targets.no_quantized_target(self)
+
     def transcode(self, fmt: str, r0: int, r1: int, *, codes: bool = True) -> np.ndarray:
         """Rows ``[r0, r1)`` as one ``fmt`` object ``(r1 - r0, K)``, ``divisors = 1``, in
         ``codecs.FORMATS[fmt].layout``: a uint8 array. EncodingError names the tensor, row and block of
