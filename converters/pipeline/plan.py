@@ -195,6 +195,8 @@ class _Planner:
 
         pieces = make(fmt)
         inexact = [pc for pc in pieces if pc.method == "encode"]
+        for pc in inexact if spec.when_inexact is None else ():
+            self.note_unkept(next(m for m in members if m.name == pc.parameter), pc, fmt)
         if inexact and spec.when_inexact is not None:
             p = next(m for m in members if m.name == inexact[0].parameter)
             if spec.when_inexact == REFUSE:
@@ -235,7 +237,9 @@ class _Planner:
         else:
             fmt, divisors = self.fit(p.name, spec.format, spec.fallback, p.shape, 1, notes)
             piece = self.piece(p, fmt, 0, hadamard=self.rotation(p, spec))
-            if piece.method == "encode" and spec.when_inexact is not None:
+            if piece.method == "encode" and spec.when_inexact is None:
+                self.note_unkept(p, piece, fmt)
+            elif piece.method == "encode":
                 if spec.when_inexact == REFUSE:
                     raise self.refusal(p, fmt, f"role {spec.pattern}")
                 notes.append(f"{self.why_not_exact(p, fmt)}; when_inexact: {spec.when_inexact}")
@@ -320,6 +324,13 @@ class _Planner:
                                       f"{SIGNS_OBJECT} cannot hold both", file=rot.file, rule="hadamard_source")
             self.source_rotation = rot
         return mode
+
+    def note_unkept(self, p: BoundParameter, piece: Piece, fmt: str) -> None:
+        """A plan note for a prequantized piece requantized although ``fmt`` is one of its exact targets: the
+        piece's rows or place do not fit the format (docs/prequantized.md §Row gathers)."""
+        qw = PQ.quantized_weight(self.sources, p.source)
+        if qw is not None and fmt in qw.exact_targets():
+            self.notes.append(f"{p.name}: {self.why_not_exact(p, fmt, piece.row_start)}: requantized into {fmt}")
 
     def why_not_exact(self, p: BoundParameter, fmt: str, row_start: int = 0) -> str:
         """Why ``p`` (a piece from row ``row_start`` of its object) cannot be transcoded exactly into ``fmt`` (for

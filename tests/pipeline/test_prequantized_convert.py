@@ -28,6 +28,7 @@ from tests.support.prequantized import (
     library_bytes,
     located,
     object_bytes,
+    same_divisor,
     schemes,
     sha256,
     source_rows,
@@ -141,14 +142,7 @@ def test_nvfp4_codes_block_scales_and_divisors_are_the_sources(converted, scheme
                 assert codes[r0 * k // 2:r1 * k // 2].tobytes() == packed[rows].tobytes()
                 member = tiled(comp[f"{module}.weight_scale"].view(np.uint8)[rows])
                 assert scales[r0 * k // 16:r1 * k // 16].tobytes() == member.tobytes()  # the piece's own tiles
-                _same_divisor(comp, module, divisors[r0 // (n // o.divisors)])
-
-
-def _same_divisor(comp: dict, module: str, d: np.float32) -> None:
-    if f"{module}.weight_global_scale" in comp:  # compressed-tensors divides by its global scale
-        assert d == comp[f"{module}.weight_global_scale"].reshape(-1)[0]
-    else:  # ModelOpt multiplies by weight_scale_2
-        assert d == np.float32(1) / comp[f"{module}.weight_scale_2"].reshape(-1)[0].astype(np.float32)
+                same_divisor(comp, module, divisors[r0 // (n // o.divisors)])
 
 
 FP8_ROW_SCHEMES = [s for s in SCHEMES if s in ("ct-fp8-channel", "ct-fp8-tensor", "modelopt-fp8")]
@@ -235,7 +229,7 @@ def test_moe_expert_banks_keep_one_source_divisor_per_expert(converted, scheme):
                 for e, pc in enumerate(rec["pieces"]):
                     module = pc["source"].removesuffix(".weight")
                     assert f".experts.{e}." in module
-                    _same_divisor(comp, module, divisors[e])
+                    same_divisor(comp, module, divisors[e])
 
 
 def test_block_fp8_moe_experts_are_kept_in_their_banks(converted):

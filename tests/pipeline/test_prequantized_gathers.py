@@ -15,7 +15,7 @@ import pytest
 from converters.cli import main
 from converters.pipeline.convert import convert
 from ninfer_core import open_artifact
-from tests.support.prequantized import FIXTURES, components, object_bytes, source_rows
+from tests.support.prequantized import FIXTURES, components, object_bytes, same_divisor, source_rows
 
 
 def untiled(tiles: np.ndarray, n: int, k: int) -> np.ndarray:
@@ -41,11 +41,7 @@ def kept_pieces(art, comp: dict, module: str, objects: list[str]) -> None:
         codes, tiles, divisor = data[:n * k // 2], data[n * k // 2:n * k * 9 // 16], data[n * k * 9 // 16:]
         assert codes.tobytes() == packed[rows].tobytes(), oid
         assert untiled(tiles, n, k).tobytes() == comp[f"{module}.weight_scale"].view(np.uint8)[rows].tobytes(), oid
-        d = divisor.view("<f4")[0]
-        if f"{module}.weight_global_scale" in comp:  # compressed-tensors divides by its global scale
-            assert d == comp[f"{module}.weight_global_scale"].reshape(-1)[0]
-        else:  # ModelOpt multiplies by weight_scale_2
-            assert d == np.float32(1) / comp[f"{module}.weight_scale_2"].reshape(-1)[0].astype(np.float32)
+        same_divisor(comp, module, divisor.view("<f4")[0])
 
 
 @pytest.mark.parametrize("recipe", ["prequantized", "exact"])
@@ -84,6 +80,11 @@ def test_pieces_that_are_not_whole_tiles_are_requantized_with_the_reason(tmp_pat
     with open_artifact(out) as art:
         assert {art.provenance["objects"][f"text/layers/1/attention/{p}"]["exactness"]
                 for p in ("query", "gate")} == {"requantized"}
+    # the nvfp4 recipe stacks query | key | gate | value in one parent: query and gate start off the tiles too
+    notes = convert(FIXTURES / "ct-nvfp4-qwen35-h3", tmp_path / "n.ninfer", recipe="nvfp4", workers=1).summary()["notes"]
+    assert [n for n in notes if "attention/" in n] == [
+        f"text/layers/1/attention/{p}: the mapping selects 192 of its 384 rows, not whole nvfp4 128-row scale tiles: "
+        "requantized into nvfp4" for p in ("query", "gate")]
     out = tmp_path / "b.ninfer"
     convert(FIXTURES / "ct-nvfp4-qwen35-h3", out, recipe="exact", workers=1)  # exact: the library's bf16 values
     with open_artifact(out) as art:

@@ -169,6 +169,14 @@ def tiled(scales: np.ndarray) -> np.ndarray:
     return out
 
 
+def same_divisor(comp: dict, module: str, d: np.float32) -> None:
+    """A kept nvfp4 object's divisor ``d`` is the source's: the global scale, or ``1 / weight_scale_2``."""
+    if f"{module}.weight_global_scale" in comp:  # compressed-tensors divides by its global scale
+        assert d == comp[f"{module}.weight_global_scale"].reshape(-1)[0]
+    else:  # ModelOpt multiplies by weight_scale_2
+        assert d == np.float32(1) / comp[f"{module}.weight_scale_2"].reshape(-1)[0].astype(np.float32)
+
+
 def library_bytes(values: np.ndarray, dtype: str) -> bytes:
     """``values`` rounded to the library's output dtype, little-endian bytes (what reference.json hashes)."""
     return np.ascontiguousarray(np.asarray(values, dtype=np.float32).astype(LIBRARY_DTYPES[dtype])).tobytes()

@@ -153,7 +153,7 @@ def no_quantized_target(qw) -> str | None:
     if not _fits(as_f32(distinct_scales(qw)), np.float16):
         return "its scales are not all float16 values"
     if (qw.group or k) % 32:
-        return f"its groups of {qw.group} columns are not whole 32- or 64-column groups"
+        return f"its groups of {qw.group or k} columns are not whole 32- or 64-column groups"
     return "a code is -128, which q8_g32_fp16 (-127..127) cannot hold"
 
 
