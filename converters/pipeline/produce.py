@@ -416,8 +416,8 @@ class Producer:
     def kept_block(self, obj: PlannedTensor, pc: Piece, a: int, b: int, *, ranges: bool = False) -> Block:
         """Member rows ``[a, b)`` of a kept prequantized tensor: ``QuantizedWeight.transcode`` of its source rows
         (codes and scales copied, the source's divisor kept; docs/prequantized.md), or ``gather`` of the runs
-        of consecutive source rows when the mapping selects or permutes rows (docs/prequantized.md §Row
-        gathers). ``ranges``: rows of one run whose code plane the source holds unchanged
+        of consecutive source rows when the mapping selects or permutes rows
+        (docs/prequantized.md §Row gathers). ``ranges``: rows of one run whose code plane the source holds unchanged
         (``QuantizedWeight.code_span``) give it as a :class:`FileRange`, which the in-process writer copies in
         the kernel; only the other planes are made here (docs/io-speed.md §Prequantized bench)."""
         qw = quantized_weight(self.sources, pc.source)
