@@ -118,7 +118,7 @@ def test_rebuilt_tokenizer_content_equals_source(built):
 
 def test_rebuilt_tokenizer_has_qwen_tokenizer_json_layout(built):
     rebuilt = json.loads(built[3].files["tokenizer.json"])
-    regex = load_frontend_rules()["pre_tokenizers"]["qwen2"]["regex"]
+    regex = load_frontend_rules()["pre_tokenizer_types"]["QWEN2"]["regexes"][0]
     byte_level = {"add_prefix_space": False, "trim_offsets": False, "use_regex": False}
     assert rebuilt["normalizer"] == {"type": "NFC"}
     assert rebuilt["pre_tokenizer"] == {"type": "Sequence", "pretokenizers": [
@@ -162,7 +162,7 @@ def test_tinymodels_gguf_rebuild_matches_its_hf_directory(tmp_path):
     key = [(t["id"], t["content"], t["special"]) for t in b["added_tokens"]]
     assert [(t["id"], t["content"], t["special"]) for t in a["added_tokens"]] == key
     assert a["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] == \
-        load_frontend_rules()["pre_tokenizers"]["qwen35"]["regex"]
+        load_frontend_rules()["pre_tokenizer_types"]["QWEN35"]["regexes"][0]
     tc_a, tc_b = json.loads(res.files["tokenizer_config.json"]), json.loads(orig.files["tokenizer_config.json"])
     for name in ("eos_token", "pad_token", "unk_token", "add_bos_token", "added_tokens_decoder"):
         assert tc_a[name] == tc_b[name], name
@@ -201,7 +201,7 @@ def test_inconsistent_tokenizer_metadata_is_a_typed_error(tmp_path, case, rule, 
     if case == "model":
         kw["edit"] = _set("tokenizer.ggml.model", "llama", gguf.GGUFValueType.STRING)
     if case == "pre":
-        kw["pre"] = "falcon"
+        kw["pre"] = "no-such-pre"
     if case == "merge":
         kw["edit"] = _set("tokenizer.ggml.merges", ["Ġ t", "Ġthe x"], gguf.GGUFValueType.ARRAY)
     if case == "types":
