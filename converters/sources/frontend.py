@@ -15,10 +15,13 @@ bos/eos/pad ids, as transformers ``GenerationConfig.from_model_config`` does.
 
 GGUF (``tokenizer.ggml.model`` = ``gpt2``, written by llama.cpp ``_set_vocab_gpt2`` + gguf-py
 ``SpecialVocab``): the files are rebuilt (``origin: rebuilt``, naming the keys read). The rules — token
-types, pre-tokenizer regex per ``tokenizer.ggml.pre``, special-token keys, sampling keys, limits — are data
-in ``mappings/config/frontend_gpt2.yaml``. The ``tokenizer.json`` follows the layout of Qwen's released
-files (``tokenizers`` schema: NFC normalizer, ``Split(regex, Isolated)`` + ``ByteLevel(use_regex=false)``
-pre-tokenizer, ByteLevel post-processor and decoder, BPE model with ``vocab`` and ``merges``):
+types, every ``tokenizer.ggml.pre`` name llama.cpp accepts with its pre-tokenizer type (regexes in order,
+``ignore_merges``, ``add_bos``; or why it is refused), special-token keys, sampling keys, limits — are data
+in ``mappings/config/frontend_gpt2.yaml`` (docs/gguf-conventions.md §Tokenizer). The ``tokenizer.json``
+follows the layout of the released files (``tokenizers`` schema: the name's normalizer (Qwen's: NFC), one
+``Split(regex, Isolated)`` per regex + ``ByteLevel(use_regex=false)`` pre-tokenizer, ByteLevel
+post-processor (followed by a BOS / EOS template when the tokenizer adds them) and decoder, BPE model with
+``vocab``, ``merges`` and ``ignore_merges``):
 
 - NORMAL tokens form ``model.vocab`` (their byte-level spelling, ids kept); CONTROL and USER_DEFINED tokens
   are ``added_tokens`` (``special`` true / false, not normalized); UNUSED ``[PAD{i}]`` fillers are dropped;
@@ -29,9 +32,14 @@ pre-tokenizer, ByteLevel post-processor and decoder, BPE model with ``vocab`` an
 A GGUF that embeds the original file (``tokenizer.huggingface.json``) gives that file verbatim instead
 (``origin: extracted``); the token metadata is still validated.
 
-The ``tokenizers`` package is not a dependency, so the JSON is written here by hand; the structure is
-what ``tokenizers`` serializes for these components. Reads are bounded: token and merge counts are checked
-from the GGUF header's array counts before the arrays are decoded, HF files by size before they are read.
+With ``--tokenizer-dir`` (docs/cli.md §Tokenizer files) ``tokenizer.json``, ``tokenizer_config.json`` and the
+chat template come verbatim from the model's original directory (``origin: copied``, with ``tokenizer_dir``)
+once their vocabulary and merges equal the GGUF's; an unknown or refused pre-tokenizer name needs it.
+
+The ``tokenizers`` package is not a runtime dependency, so the JSON is written here by hand; the structure
+is what ``tokenizers`` serializes for these components (the tests load it with ``tokenizers``). Reads are
+bounded: token and merge counts are checked from the GGUF header's array counts before the arrays are
+decoded, HF files by size before they are read.
 """
 
 from __future__ import annotations
@@ -406,7 +414,7 @@ def pre_tokenizer(name: object, rules: dict, *, file: str) -> dict:
     :data:`TOKENIZER_DIR_FLAG`."""
     spec = rules["pre_tokenizers"].get(name) if isinstance(name, str) else None
     hint = (f"give the original repository's tokenizer files with {TOKENIZER_DIR_FLAG} HF_DIR "
-            "(docs/cli.md §gguf2ninfer)")
+            "(docs/cli.md §Tokenizer files)")
     if spec is None:
         raise FrontendError(f"tokenizer.ggml.pre {name!r} is not a pre-tokenizer llama.cpp defines for a BPE "
                             f"vocabulary ({len(rules['pre_tokenizers'])} known): {hint}", file=file,

@@ -1,7 +1,7 @@
 """gguf2ninfer / verify ``--tokenizer-dir``: a GGUF whose ``tokenizer.ggml.pre`` is not in the frontend map is
 refused naming the flag; with the original repository's directory its tokenizer files are stored verbatim
 (checked against the GGUF, recorded in provenance, accepted by gate 6); a directory that disagrees is refused
-naming the file, the field and the rule, and nothing is published (docs/cli.md §gguf2ninfer)."""
+naming the file, the field and the rule, and nothing is published (docs/cli.md §Tokenizer files)."""
 
 from __future__ import annotations
 
