@@ -10,6 +10,7 @@ import json
 import pytest
 
 from converters.cli import main
+from converters.sources.frontend import load_frontend_rules
 from ninfer_core import open_artifact
 from tinymodels import qwen3
 
@@ -99,3 +100,18 @@ def test_a_directory_without_tokenizer_config_is_refused(src, tmp_path, capsys):
 def test_the_flag_is_for_gguf_sources(src, tmp_path, capsys):
     rc, _, err = run(capsys, "st2ninfer", src / "hf", tmp_path / "e.ninfer", "--tokenizer-dir", src / "hf")
     assert rc == 1 and "tokenizer_dir_source" in err and not (tmp_path / "e.ninfer").exists()
+
+
+def test_a_deepseek_r1_qwen_gguf_converts_without_the_flag(tmp_path, capsys):
+    """The R1-distill Qwen GGUFs llama.cpp writes name their pre-tokenizer ``deepseek-r1-qwen`` (Qwen2's)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(qwen3, "TOKENIZER_PRE", "deepseek-r1-qwen")
+        qwen3.write_gguf(tmp_path / "r1.gguf", CFG)
+    out = tmp_path / "r1.ninfer"
+    rc, stdout, _ = run(capsys, "gguf2ninfer", tmp_path / "r1.gguf", out, "--recipe", "bf16", "--json")
+    assert rc == 0 and json.loads(stdout)["acceptance"]["verdict"] == "pass"
+    with open_artifact(out) as art:
+        tok = json.loads(art.resource(art.components["text"].resources["tokenizer.json"]))
+        assert art.provenance["frontend"]["tokenizer.json"]["pre_tokenizer"] == "deepseek-r1-qwen"
+    qwen2 = load_frontend_rules()["pre_tokenizer_types"]["QWEN2"]["regexes"]
+    assert [p["pattern"]["Regex"] for p in tok["pre_tokenizer"]["pretokenizers"][:-1]] == qwen2

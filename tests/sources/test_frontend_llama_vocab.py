@@ -36,7 +36,9 @@ def marks_on_letters(text: str) -> bool:
     return any(c == "M" and p == "L" for p, c in zip(cats, cats[1:], strict=False))
 
 
-def write_vocab(path: Path, pre: str, tokens: list[str], merges: list[str], types: list[int] | None = None) -> Path:
+def write_vocab(path: Path, pre: str, tokens: list[str], merges: list[str], types: list[int] | None = None,
+                bos: int | None = None) -> Path:
+    """A vocab-only GGUF as llama.cpp's ggml-vocab files are (tokens, types, merges, pre name, BOS id)."""
     w = gguf.GGUFWriter(str(path), "gpt2")
     w.add_block_count(1)
     w.add_tokenizer_model("gpt2")
@@ -44,6 +46,8 @@ def write_vocab(path: Path, pre: str, tokens: list[str], merges: list[str], type
     w.add_token_list(tokens)
     w.add_token_types(types or [gguf.TokenType.NORMAL] * len(tokens))
     w.add_token_merges(merges)
+    if bos is not None:
+        w.add_bos_token_id(bos)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -113,17 +117,7 @@ def test_an_unknown_name_is_refused_naming_the_flag(tmp_path):
 
 def test_a_template_adds_bos_where_llama_cpp_does(tmp_path):
     tokens = SYNTHETIC["tokens"] + ["<|begin_of_text|>"]
-    w = gguf.GGUFWriter(str(tmp_path / "l3.gguf"), "gpt2")
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("llama-bpe")
-    w.add_token_list(tokens)
-    w.add_token_types([gguf.TokenType.NORMAL] * (len(tokens) - 1) + [gguf.TokenType.CONTROL])
-    w.add_token_merges(SYNTHETIC["merges"])
-    w.add_bos_token_id(len(tokens) - 1)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    tok = rebuilt(tmp_path / "l3.gguf")
+    types = [gguf.TokenType.NORMAL] * (len(tokens) - 1) + [gguf.TokenType.CONTROL]
+    tok = rebuilt(write_vocab(tmp_path / "l3.gguf", "llama-bpe", tokens, SYNTHETIC["merges"], types, len(tokens) - 1))
     assert tok.encode("Hello", add_special_tokens=True).ids[0] == len(tokens) - 1  # llama3: add_bos by default
     assert tok.encode("Hello", add_special_tokens=False).ids[0] != len(tokens) - 1
