@@ -416,9 +416,12 @@ def pre_tokenizer(name: object, rules: dict, *, file: str) -> dict:
     hint = (f"give the original repository's tokenizer files with {TOKENIZER_DIR_FLAG} HF_DIR "
             "(docs/cli.md §Tokenizer files)")
     if spec is None:
-        raise FrontendError(f"tokenizer.ggml.pre {name!r} is not a pre-tokenizer llama.cpp defines for a BPE "
-                            f"vocabulary ({len(rules['pre_tokenizers'])} known): {hint}", file=file,
-                            json_path="tokenizer.ggml.pre", section=SECTION, rule="pre_tokenizer_known")
+        what = (f"tokenizer.ggml.pre {name!r} is not a pre-tokenizer llama.cpp defines for a BPE vocabulary "
+                f"({len(rules['pre_tokenizers'])} known)" if name is not None else "the GGUF has no "
+                "tokenizer.ggml.pre (llama.cpp then applies its 'default' regexes and warns that generation "
+                "quality will be degraded)")
+        raise FrontendError(f"{what}: {hint}", file=file, json_path="tokenizer.ggml.pre", section=SECTION,
+                            rule="pre_tokenizer_known")
     kind = rules["pre_tokenizer_types"][spec["type"]]
     if "refused" in kind:
         raise FrontendError(f"tokenizer.ggml.pre {name!r} (llama.cpp {spec['type']}) cannot be rebuilt as regex "
