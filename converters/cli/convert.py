@@ -244,6 +244,9 @@ def _options(kind: str):
                                        "plus any of mtp, vision, dflash, dflash2."),
         workers: int = typer.Option(None, "--workers", help="Worker threads (default: min(4, CPUs))."),
         mmproj: Path = typer.Option(None, "--mmproj", help="mmproj GGUF with the vision tower (component vision)."),
+        tokenizer_dir: Path = typer.Option(None, "--tokenizer-dir", help="A GGUF model's original repository "
+                                           "directory: its tokenizer.json, tokenizer_config.json and chat template "
+                                           "are taken verbatim once their vocabulary and merges equal the GGUF's."),
         drafter: list[Path] = typer.Option(None, "--drafter", help="DFlash / DFlash2 drafter directory "
                                            "(components dflash, dflash2); repeatable."),
         proposal: str = typer.Option(None, "--proposal", help="Add text.proposal: full (the text head) or indexed "
@@ -301,7 +304,8 @@ def _options(kind: str):
                                      "convert in one process", param_hint="--imatrix")
         options = ConvertOptions(source, output, kind=kind, recipe=recipe, template=template, max_file_bytes=limit,
                                  only_layer=only_layer, dry_run=dry_run, components=comps, workers=workers,
-                                 inputs={"mmproj": mmproj, "drafter": list(drafter or []) or None}, proposal=request,
+                                 inputs={"mmproj": mmproj, "drafter": list(drafter or []) or None,
+                                         "tokenizer_dir": tokenizer_dir}, proposal=request,
                                  format_overrides=overrides, imatrix=imatrix, **staging)
         bars = _Bars(byte_progress(disable=json_out or dry_run or options.staged))
         try:

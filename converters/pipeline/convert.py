@@ -47,7 +47,7 @@ from converters.pipeline.produce import BlockErrors, ErrorStats, Producer
 from converters.pipeline.proposal import ProposalRequest
 from converters.pipeline.proposal import prepare as prepare_proposal
 from converters.pipeline.template import BorrowedObject, apply_template, prefix
-from converters.sources.frontend import TEXT_ROLES, frontend_resources
+from converters.sources.frontend import TEXT_ROLES
 from converters.sources.hadamard import read_rotation
 from converters.sources.imatrix import read_imatrix
 from converters.sources.kind import wrong_kind
@@ -388,7 +388,7 @@ def plan_conversion(model: Model, recipe: Recipe, *, only_layer: int | None = No
 
     With ``only_layer`` the minimal artifact holds text layer ``only_layer`` only: no other component is
     declared (a component record promises its data, container §4.2) and no proposal is made."""
-    fr = frontend_resources(model.source)
+    fr = model.frontend()
     files = [(role, fr.files[role], fr.provenance.get(role, {})) for role in TEXT_ROLES if role in fr.files]
     resources, configs = {"text": files}, {"text": model.config}
     bound, extra = model.bound, None
