@@ -12,11 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from gguf import GGUFReader, GGUFValueType, GGUFWriter
+from gguf import GGUFEndian, GGUFReader, GGUFValueType, GGUFWriter
 
 
 def split_gguf(source: Path, out: Path, *, max_tensors: int = 0, max_size: int = 0) -> list[Path]:
     """Write ``source`` as shards named from ``out`` (``<stem>-00001-of-0000N.gguf`` beside it); their paths."""
+    out.parent.mkdir(parents=True, exist_ok=True)
     reader = GGUFReader(source)
     arch = reader.get_field("general.architecture").contents()
     writer = GGUFWriter(out, arch, split_max_tensors=max_tensors, split_max_size=max_size)
@@ -48,9 +49,9 @@ def set_key(path: Path, key: str, value: int) -> None:
 
 
 def write_shard(path: Path, arch: str, keys: dict[str, tuple[GGUFValueType, int]],
-                tensors: dict[str, np.ndarray]) -> Path:
+                tensors: dict[str, np.ndarray], endianess: GGUFEndian = GGUFEndian.LITTLE) -> Path:
     """One GGUF with the split ``keys`` (``{key: (type, value)}``) and F32 ``tensors``."""
-    writer = GGUFWriter(path, arch)
+    writer = GGUFWriter(path, arch, endianess=endianess)
     for key, (vtype, value) in keys.items():
         writer.add_key_value(key, value, vtype)
     for name, array in tensors.items():
