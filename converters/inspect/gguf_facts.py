@@ -12,6 +12,7 @@ from gguf.constants import GGUFValueType
 
 from converters.inspect.values import dims_json, gguf_value_json
 from converters.sources.gguf_header import SPEC_ALIGNMENT_MULTIPLE, GGUFHeader, TensorInfo
+from converters.sources.gguf_split import prefix_of
 from converters.sources.gguf_values import BOOL_NOT_CANONICAL, NOT_UTF8
 
 CHAT_TEMPLATE = "tokenizer.chat_template"
@@ -168,7 +169,7 @@ def gguf_split_facts(src) -> dict:
         shards.append(detail)
     first = src.shards[src.path.name].header
     present = all(s.header.data_present for s in src.shards.values())
-    prefix = src.path.name[: -len(src.split.name(""))]
+    prefix = prefix_of(src.path, src.split)
     return {
         "format": "gguf-split",
         "details": {

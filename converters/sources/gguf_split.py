@@ -85,16 +85,22 @@ def declared(path, hdr) -> Split | None:
     return Split(no, count, _value(path, hdr, SPLIT_TENSORS))
 
 
-def shard_paths(path: Path, split: Split) -> list[Path]:
-    """Every shard of the set the shard at ``path`` (declaring ``split``) belongs to, in order; raises when
-    its name is not the one llama.cpp gives it, when a shard is missing or when another file in the
-    directory is named as a shard of the same prefix."""
+def prefix_of(path: Path, split: Split) -> str:
+    """The set's name prefix from the name of the shard at ``path`` declaring ``split``; raises when that
+    name is not the one llama.cpp gives the shard."""
     suffix = split.name("")
     if not path.name.endswith(suffix) or len(path.name) == len(suffix):
         raise _error(path, SPLIT_NO, f"declares split.no {split.no} of split.count {split.count}, so its name must "
                      f"end in {suffix!r} (llama.cpp's shard naming): the other shards are found by that name",
                      "gguf_split_name")
-    prefix = path.name[: -len(suffix)]
+    return path.name[: -len(suffix)]
+
+
+def shard_paths(path: Path, split: Split) -> list[Path]:
+    """Every shard of the set the shard at ``path`` (declaring ``split``) belongs to, in order; raises when
+    its name is not the one llama.cpp gives it, when a shard is missing or when another file in the
+    directory is named as a shard of the same prefix."""
+    prefix = prefix_of(path, split)
     paths = [path.with_name(split.name(prefix, i)) for i in range(split.count)]
     for i, p in enumerate(paths):
         if not p.is_file():
@@ -175,8 +181,8 @@ def check_tensors(shards: list, split: Split) -> None:
 
 
 def read_set(named, open_shard: Callable[[Path], object]) -> tuple[Split, list] | None:
-    """The shards of the set ``named`` (an opened shard) belongs to, checked and in order, or None when it
-    is a single file. ``open_shard(path)`` opens another shard the way ``named`` was opened; the shards
+    """The first shard's declaration and the shards of the set ``named`` (an opened shard) belongs to,
+    checked and in order, or None when it is a single file. ``open_shard(path)`` opens another shard the way ``named`` was opened; the shards
     this opened are closed again when a check fails."""
     split = declared(named.path, named.header)
     if split is None:
@@ -189,10 +195,11 @@ def read_set(named, open_shard: Callable[[Path], object]) -> tuple[Split, list] 
             check_position(shards[-1], i, split, named)
         for s in shards[1:]:
             check_agrees(s, shards[0])
-        check_tensors(shards, declared(shards[0].path, shards[0].header))
+        first = declared(shards[0].path, shards[0].header)
+        check_tensors(shards, first)
     except BaseException:
         for s in shards:
             if s is not named:
                 s.close()
         raise
-    return split, shards
+    return first, shards

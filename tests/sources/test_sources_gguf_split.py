@@ -53,7 +53,7 @@ def test_any_shard_reads_the_whole_set_as_the_unsplit_file(models, tmp_path, lim
     held = {t.name: p for p in paths for t in GGUFReader(p).tensors}  # gguf-py's own reading of each shard
     with open_source(paths[named]) as s, open_source(models / "m.gguf") as ref:
         assert isinstance(s, GGUFSplitSource) and isinstance(ref, GGUFSource)
-        assert s.kind == "gguf" and s.path == paths[0] and s.split.count == len(paths)
+        assert s.kind == "gguf" and s.path == paths[0] and (s.split.no, s.split.count, s.split.tensors) == (0, len(paths), 46)
         assert list(s.tensors) == list(ref.tensors)
         for name, t in s.tensors.items():
             r = ref.tensors[name]
