@@ -131,7 +131,7 @@ def test_a_shard_of_another_model_with_the_same_tensors(made, tmp_path, capsys):
     assert not out.exists()
 
 
-def test_a_split_mmproj(tmp_path):
+def test_a_split_mmproj(tmp_path, capsys):
     vision.write_mmproj(tmp_path / "mmproj.gguf", vision.config(), TEXT)
     qwen35.write_gguf(tmp_path / "m.gguf", TEXT, matrix_type="Q8_0")
     shards = split_gguf(tmp_path / "mmproj.gguf", tmp_path / "s" / "mmproj.gguf", max_tensors=10)
@@ -141,3 +141,6 @@ def test_a_split_mmproj(tmp_path):
     assert artifact_digest(tmp_path / "s.ninfer") == artifact_digest(tmp_path / "u.ninfer")
     with open_artifact(tmp_path / "s.ninfer") as art:
         assert "vision" in art.components
+    rc, stdout, err = run(capsys, "verify", tmp_path / "s.ninfer", "--source", tmp_path / "m.gguf",
+                          "--mmproj", shards[1], "--json")
+    assert rc == 0 and json.loads(stdout)["verdict"] == "pass", err
