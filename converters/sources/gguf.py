@@ -7,6 +7,9 @@ ids 16-25) the source may assume the modern ggml layout (``assume_modern_layouts
 the converters): only when that layout's byte length fits the tensor's data range, and every such
 assumption is listed in :attr:`GGUFSource.layout_assumptions` so a converter can record it. Unresolved
 id 42 and unknown ids are never assumed.
+
+:func:`open_gguf` given a shard of a gguf-split set opens the whole set as one
+:class:`GGUFSplitSource` (the rules: :mod:`converters.sources.gguf_split`, docs/inspect.md §Split GGUF files).
 """
 
 from __future__ import annotations
