@@ -43,7 +43,8 @@ import typer
 
 from converters.cli.output import byte_progress, command, console, emit_json, table
 
-SOURCE_HELP = {"gguf": "GGUF file to convert.", "hf": "HF checkpoint directory (config.json, safetensors, tokenizer)."}
+SOURCE_HELP = {"gguf": "GGUF file to convert (any shard of a gguf-split set reads the whole set).",
+               "hf": "HF checkpoint directory (config.json, safetensors, tokenizer)."}
 
 
 def _components(text: str) -> tuple[str, ...]:

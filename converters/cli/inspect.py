@@ -73,6 +73,9 @@ def _print_record(rec: dict) -> None:
             ["chat template", "present" if rec["chat_template"]["present"] else "absent"]]
     rows += [[k, _cell(v)] for k, v in rec.get("details", {}).items() if not isinstance(v, dict | list)]
     console.print(table("summary", ["field", "value"], rows))
+    if art.get("files"):  # a sharded directory or a gguf-split set
+        console.print(table("files", ["name", "role", "size", "header sha256"],
+                            [[f["name"], f["role"], f"{f['size']:,}", f["header_sha256"]] for f in art["files"]]))
     console.print(table("metadata", ["#", "key", "type", "value"],
                         [[r["index"], r["key"], r["type"], _metadata_value(r)] for r in rec["metadata"]]))
     console.print(table("tensors", ["#", "name", "type", "type_id", "shape", "file_offset", "byte_length",
