@@ -89,6 +89,12 @@ def test_command_line_writes_a_real_geometry_both_ways(tmp_path):
     assert int(reader.fields["qwen3.block_count"].parts[-1][0]) == 2
 
 
+def test_show_config_prints_the_respelled_file(capsys):
+    assert main(["qwen3-30b-a3b", "--show-config", "--layers", "2", "--spelling", "resaved"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["num_hidden_layers"] == 2 and doc["num_local_experts"] == 128 and doc["hidden_size"] == 2048
+
+
 def test_command_line_refuses_tiny_overrides_on_a_real_geometry(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["qwen3-8b", "--hf", str(tmp_path / "x"), "--set", "layers=2"])
