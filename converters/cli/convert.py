@@ -41,7 +41,19 @@ from pathlib import Path
 
 import typer
 
-from converters.cli.output import byte_progress, command, console, emit_json, table
+from converters.cli.output import (
+    byte_progress,
+    command,
+    console,
+    emit_json,
+    err_console,
+    interrupt_document,
+    interrupt_name,
+    interrupt_reported,
+    interrupts,
+    report_error,
+    table,
+)
 
 SOURCE_HELP = {"gguf": "GGUF file to convert.", "hf": "HF checkpoint directory (config.json, safetensors, tokenizer)."}
 
@@ -261,7 +273,7 @@ def _options(kind: str):
         from converters.cli.repack import parse_byte_size
         from converters.cli.ternary_env import default_template
         from converters.mapping.overrides import parse_overrides
-        from converters.pipeline.convert import ConvertOptions
+        from converters.pipeline.convert import CONVERT_COMMAND, ConvertOptions
         from converters.pipeline.proposal import ProposalRequest
         from converters.scaleout.run import run_conversion
 
@@ -280,18 +292,20 @@ def _options(kind: str):
                                  only_layer=only_layer, dry_run=dry_run, components=comps, workers=workers,
                                  inputs={"mmproj": mmproj, "drafter": list(drafter or []) or None}, proposal=request,
                                  format_overrides=overrides, imatrix=imatrix, **staging)
+        if verify and verify_sweep and only_layer is not None:
+            raise typer.BadParameter("--verify-sweep compares every layer and an --only-layer artifact holds one; "
+                                     "it is accepted on its layer (docs/acceptance.md §Minimal artifacts)",
+                                     param_hint="--verify-sweep")
         bars = _Bars(byte_progress(disable=json_out or dry_run or options.staged))
-        try:
-            outcome = run_conversion(options, on_plan=bars.plan, progress=bars.advance,
-                                     on_kept=lambda hint: console.print(f"[yellow]{hint}[/]", highlight=False))
-        finally:
-            bars.stop()
-        acceptance = None
-        if verify and not dry_run and plan_only is None:  # a minimal (--only-layer) artifact: judged on its layer
-            from converters.acceptance.accept import accept_written
-
-            acceptance = accept_written(options.output, options.source, inputs=options.inputs, template=template,
-                                        sweep=verify_sweep)
+        with interrupts():  # SIGTERM as Ctrl-C: the writer aborts, the acceptance record says interrupted
+            try:
+                outcome = run_conversion(options, on_plan=bars.plan, progress=bars.advance,
+                                         on_kept=lambda hint: console.print(f"[yellow]{hint}[/]", highlight=False))
+            finally:
+                bars.stop()
+            acceptance = None
+            if verify and not dry_run and plan_only is None:  # a minimal (--only-layer) artifact: judged on its layer
+                acceptance = _accept(options, template, verify_sweep, json_out, f"convert {CONVERT_COMMAND[kind]}")
         render_outcome(outcome, options, json_out, acceptance)
         if report is not None:
             from converters.report import write_report
@@ -303,6 +317,33 @@ def _options(kind: str):
             raise typer.Exit(1)
 
     return cmd
+
+
+def _accept(options, template, sweep: bool, json_out: bool, command_name: str):
+    """Build-then-accept (docs/cli.md §Build then accept) with the acceptance record beside the artifact. An
+    interrupt or an error stops it: the last line says what is on disk and how to finish, exit 130 / 1."""
+    from converters.acceptance import record
+    from converters.acceptance.accept import accept_written, artifact_id_of
+    from ninfer_core.errors import NinferError
+
+    try:
+        return accept_written(options.output, options.source, inputs=options.inputs, template=template,
+                              sweep=sweep, record_by=command_name)
+    except KeyboardInterrupt as exc:
+        rec = record.read(options.output, artifact_id_of(options.output))
+        line = record.describe(options.output, rec)
+        err_console.print(f"interrupted ({interrupt_name(exc)}) during acceptance: {line}", highlight=False,
+                          soft_wrap=True)
+        if json_out:
+            emit_json(interrupt_document(f"interrupted ({interrupt_name(exc)}) during acceptance: {line}",
+                                         file=str(options.output)))
+        interrupt_reported()
+        raise typer.Exit(130) from None
+    except NinferError as exc:
+        report_error(exc, json_out=json_out)
+        line = record.describe(options.output, record.read(options.output, artifact_id_of(options.output)))
+        err_console.print(line, highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
 
 
 def _check_report(report: Path, dry_run: bool, plan_only) -> None:
