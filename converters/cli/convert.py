@@ -55,7 +55,7 @@ from converters.cli.output import (
     table,
 )
 
-SOURCE_HELP = {"gguf": "GGUF file to convert.", "hf": "HF checkpoint directory (config.json, safetensors, tokenizer)."}
+SOURCE_HELP = {"gguf": "GGUF file to convert (default: $NINFER_TERNARY_GGUF, when only OUTPUT is given).", "hf": "HF checkpoint directory (config.json, safetensors, tokenizer)."}
 
 
 def _components(text: str) -> tuple[str, ...]:
@@ -217,9 +217,9 @@ def print_summary(s: dict) -> None:
 
 def _options(kind: str):
     def cmd(
-        source: Path = typer.Argument(..., help=SOURCE_HELP[kind], show_default=False),
-        output: Path = typer.Argument(..., help="Entry file of the artifact to create (never overwritten).",
-                                      show_default=False),
+        source: Path = typer.Argument(... if kind != "gguf" else None, help=SOURCE_HELP[kind], show_default=False),
+        output: Path = typer.Argument(... if kind != "gguf" else None, help="Entry file of the artifact to create "
+                                      "(never overwritten).", show_default=False),
         template: Path = typer.Option(None, "--template", help="Template artifact: its directory is the skeleton; "
                                       "objects not produced from the source are borrowed byte-for-byte."),
         recipe: str = typer.Option(None, "--recipe", help="Recipe name (bf16, exact, fp8-row, groupwise-int, nvfp4, prequantized, ternary, "
@@ -271,18 +271,21 @@ def _options(kind: str):
                                     "HTML file; docs/report.md) of what was written, with the verify verdict."),
     ) -> None:
         from converters.cli.repack import parse_byte_size
-        from converters.cli.ternary_env import default_template
+        from converters.cli.ternary_env import build_paths, default_template
         from converters.mapping.overrides import parse_overrides
         from converters.pipeline.convert import CONVERT_COMMAND, ConvertOptions
         from converters.pipeline.proposal import ProposalRequest
         from converters.scaleout.run import run_conversion
 
+        if kind == "gguf":  # one argument: the output, the source from $NINFER_TERNARY_GGUF (README §Ternary packing)
+            source, output = build_paths(source, output, "gguf2ninfer")
         request = ProposalRequest.parse(proposal, proposal_counts, proposal_rows)  # flags checked before reading
         limit = parse_byte_size(max_file_bytes)
         comps = _components(components)
         staging = _staging(artifact_id, artifact_id_from_content, plan_only, backend, scheduler, dry_run)
         overrides = parse_overrides(tensor_type, output_tensor_type, token_embedding_type)
-        template = default_template(template, recipe=recipe)  # $NINFER_TERNARY_TEMPLATE for the ternary recipes
+        # $NINFER_TERNARY_TEMPLATE for a ternary recipe, named or chosen by content (docs/ternary.md §1)
+        template = default_template(template, recipe=recipe, source=source)
         if report is not None:
             _check_report(report, dry_run, plan_only)
         if imatrix is not None and (plan_only is not None or backend != "local"):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from converters.pipeline.exactness import provenance_counts
 from ninfer_core import codecs, open_artifact
 
 DECODE_ROWS = 4096
@@ -51,6 +52,7 @@ class ReportFacts:
     importance: dict | None
     acceptance: dict | None
     objects: list[ObjectFacts] = field(default_factory=list)
+    exactness: dict[str, int] = field(default_factory=dict)  # the count of the summary and inspect (exactness.py)
 
     def bytes_by_component_format(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -73,7 +75,8 @@ class ReportFacts:
                 "name": self.name, "recipe": self.recipe.get("name"), "overrides": self.overrides,
                 "importance": self.importance, "acceptance": self.acceptance,
                 "bytes_by_component_format": self.bytes_by_component_format(),
-                "bits_per_weight": self.bits_per_weight(), "objects": [o.to_json() for o in self.objects]}
+                "bits_per_weight": self.bits_per_weight(), "exactness": self.exactness,
+                "objects": [o.to_json() for o in self.objects]}
 
 
 def _split(oid: str) -> tuple[str, int | None, str]:
@@ -104,7 +107,8 @@ def gather(path: Path, *, acceptance: dict | None = None) -> ReportFacts:
         per = prov.get("objects", {}) if isinstance(prov.get("objects"), dict) else {}
         recipe = prov.get("recipe", {}) if isinstance(prov.get("recipe"), dict) else {}
         facts = ReportFacts(str(path), a.artifact_id, str(a.metadata.get("name", path.name)), recipe,
-                            list(recipe.get("overrides", [])), prov.get("importance"), acceptance)
+                            list(recipe.get("overrides", [])), prov.get("importance"), acceptance,
+                            exactness=provenance_counts(per))
         for rec in a.objects:
             if rec.kind != "tensor":
                 continue

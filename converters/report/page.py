@@ -65,7 +65,9 @@ def render(facts: ReportFacts) -> str:
                       for n, c in plots.EXACTNESS_COLOURS.items())
     ex_rows = [[o.id, o.exactness] for o in facts.objects]
     parts.append('<section id="exactness"><h2>Exactness map</h2>' + _img(plots.exactness_map(facts), "exactness map")
-                 + f"<p>{legend}</p><details><summary>every object</summary>"
+                 + f"<p>{legend}</p><p>produced tensors: "
+                 + _e(", ".join(f"{k} {v:,}" for k, v in facts.exactness.items()) or "not recorded") + "</p>"
+                 + "<details><summary>every object</summary>"
                  + _table(["object", "exactness"], ex_rows) + "</details></section>")
     if facts.acceptance:
         acc = facts.acceptance
