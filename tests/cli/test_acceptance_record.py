@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from converters.acceptance import record
-from converters.cli import main
+from tests.support.cli import run
 from tinymodels import qwen35
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,12 +40,6 @@ def gguf(tmp_path_factory):
     path = tmp_path_factory.mktemp("record") / "m.gguf"
     qwen35.write_gguf(path, qwen35.config(), matrix_type="Q8_0")
     return path
-
-
-def run(capsys, *argv) -> tuple[int, str, str]:
-    rc = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return rc, out.out, out.err
 
 
 def interrupted(tmp_path, gguf, sig, *extra) -> tuple[int, str, str, Path]:

@@ -10,11 +10,11 @@ import json
 
 import pytest
 
-from converters.cli import main
 from converters.pipeline.convert import convert
 from converters.sources import open_source
 from converters.sources.ternary import ternary_tensors
 from ninfer_core import open_artifact
+from tests.support.cli import run
 from tinymodels import bonsai, qwen35
 
 
@@ -27,12 +27,6 @@ def pair(tmp_path_factory):
     convert(d / "b.gguf", d / "nvfp4.ninfer", recipe="nvfp4", workers=1)
     qwen35.write_gguf(d / "plain.gguf", qwen35.config(), matrix_type="Q8_0")
     return d
-
-
-def run(capsys, *argv) -> tuple[int, str, str]:
-    rc = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return rc, out.out, out.err
 
 
 def test_ternary_is_found_by_content(pair):
