@@ -306,16 +306,25 @@ def _options(kind: str):
                                          on_kept=lambda hint: console.print(f"[yellow]{hint}[/]", highlight=False))
             finally:
                 bars.stop()
-            acceptance = None
-            if verify and not dry_run and plan_only is None:  # a minimal (--only-layer) artifact: judged on its layer
-                acceptance = _accept(options, template, verify_sweep, json_out, f"convert {CONVERT_COMMAND[kind]}")
-        render_outcome(outcome, options, json_out, acceptance)
-        if report is not None:
-            from converters.report import write_report
+            acceptance, phase = None, "after writing"
+            try:  # from here on the artifact is published: an interrupt says what is on disk
+                if verify and not dry_run and plan_only is None:  # a minimal artifact: judged on its layer
+                    phase = "during acceptance"
+                    acceptance = _accept(options, template, verify_sweep, json_out,
+                                         f"convert {CONVERT_COMMAND[kind]}")
+                    phase = "after acceptance"
+                render_outcome(outcome, options, json_out, acceptance)
+                if report is not None:
+                    from converters.report import write_report
 
-            write_report(options.output, report, acceptance=acceptance.to_json() if acceptance is not None else None)
-            if not json_out:
-                console.print(f"report: {report}", highlight=False)
+                    write_report(options.output, report,
+                                 acceptance=acceptance.to_json() if acceptance is not None else None)
+                    if not json_out:
+                        console.print(f"report: {report}", highlight=False)
+            except KeyboardInterrupt as exc:
+                if dry_run or plan_only is not None:
+                    raise
+                _interrupted(options.output, phase, exc, json_out)
         if acceptance is not None and acceptance.verdict == "fail":
             raise typer.Exit(1)
 
@@ -324,7 +333,8 @@ def _options(kind: str):
 
 def _accept(options, template, sweep: bool, json_out: bool, command_name: str):
     """Build-then-accept (docs/cli.md §Build then accept) with the acceptance record beside the artifact. An
-    interrupt or an error stops it: the last line says what is on disk and how to finish, exit 130 / 1."""
+    error inside the gates is reported, then what is on disk and how to finish (exit 1); an interrupt goes
+    to :func:`_interrupted`."""
     from converters.acceptance import record
     from converters.acceptance.accept import accept_written, artifact_id_of
     from ninfer_core.errors import NinferError
@@ -332,21 +342,26 @@ def _accept(options, template, sweep: bool, json_out: bool, command_name: str):
     try:
         return accept_written(options.output, options.source, inputs=options.inputs, template=template,
                               sweep=sweep, record_by=command_name)
-    except KeyboardInterrupt as exc:
-        rec = record.read(options.output, artifact_id_of(options.output))
-        line = record.describe(options.output, rec)
-        err_console.print(f"interrupted ({interrupt_name(exc)}) during acceptance: {line}", highlight=False,
-                          soft_wrap=True)
-        if json_out:
-            emit_json(interrupt_document(f"interrupted ({interrupt_name(exc)}) during acceptance: {line}",
-                                         file=str(options.output)))
-        interrupt_reported()
-        raise typer.Exit(130) from None
     except NinferError as exc:
         report_error(exc, json_out=json_out)
         line = record.describe(options.output, record.read(options.output, artifact_id_of(options.output)))
         err_console.print(line, highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
+
+
+def _interrupted(output: Path, phase: str, exc: BaseException, json_out: bool) -> None:
+    """Ctrl-C or SIGTERM once the artifact is published: one line with what is on disk (the acceptance
+    record's word) and how to finish, exit 130 (docs/cli.md §Build then accept)."""
+    from converters.acceptance import record
+    from converters.acceptance.accept import artifact_id_of
+
+    line = f"interrupted ({interrupt_name(exc)}) {phase}: " + record.describe(
+        output, record.read(output, artifact_id_of(output)))
+    err_console.print(line, highlight=False, soft_wrap=True)
+    if json_out:
+        emit_json(interrupt_document(line, file=str(output)))
+    interrupt_reported()
+    raise typer.Exit(130) from None
 
 
 def _check_report(report: Path, dry_run: bool, plan_only) -> None:

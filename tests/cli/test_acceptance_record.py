@@ -136,3 +136,18 @@ def test_a_record_of_another_artifact_or_none_is_not_an_acceptance(gguf, tmp_pat
     record.record_path(b).write_text("{not json")
     rc, stdout, _ = run(capsys, "inspect", b, "--json")
     assert json.loads(stdout)["acceptance"]["state"] == "unreadable"
+
+
+def test_an_interrupt_after_writing_never_claims_nothing_was_published(gguf, tmp_path, capsys, monkeypatch):
+    import converters.cli.convert as cli_convert
+
+    def interrupted_summary(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_convert, "render_outcome", interrupted_summary)
+    out = tmp_path / "n.ninfer"
+    rc, _, err = run(capsys, "gguf2ninfer", gguf, out, "--no-verify")
+    assert rc == 130 and out.is_file()
+    assert err.strip().splitlines()[-1].startswith(
+        f"interrupted (Ctrl-C) after writing: {out} written, NOT accepted (no acceptance record")
+    assert "nothing was published" not in err
