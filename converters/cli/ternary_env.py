@@ -32,13 +32,18 @@ def default_source(source: Path | None, command: str) -> Path:
 
 def build_paths(first: Path | None, second: Path | None, command: str) -> tuple[Path, Path]:
     """``SOURCE OUTPUT`` of ``convert gguf2ninfer``; with one argument it is the output and the source is
-    ``$NINFER_TERNARY_GGUF`` (:func:`default_source`)."""
+    ``$NINFER_TERNARY_GGUF``. A missing one is a usage error (exit 2) naming the variable."""
+    import typer
+
     if first is None:
-        raise ConverterError(f"convert {command} needs an output: {command} [SOURCE] OUTPUT (SOURCE may come from "
-                             f"{SOURCE_VAR}, see {README_SECTION})", rule="output_missing")
-    if second is None:
-        return default_source(None, command), first
-    return first, second
+        raise typer.BadParameter(f"missing OUTPUT: {command} [SOURCE] OUTPUT (SOURCE may come from {SOURCE_VAR}, "
+                                 f"see {README_SECTION})", param_hint="OUTPUT")
+    if second is not None:
+        return first, second
+    if not os.environ.get(SOURCE_VAR):
+        raise typer.BadParameter(f"missing SOURCE: {command} SOURCE OUTPUT, or set {SOURCE_VAR} and give the "
+                                 f"output only (see {README_SECTION})", param_hint="SOURCE")
+    return Path(os.environ[SOURCE_VAR]), first
 
 
 def ternary_source(source: Path) -> bool:

@@ -98,8 +98,9 @@ def test_a_plain_model_does_not_take_the_ternary_template(pair, tmp_path, capsys
 
 def test_without_the_source_variable_one_argument_is_refused_naming_it(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("NINFER_TERNARY_GGUF", raising=False)
-    rc, _, err = run(capsys, "gguf2ninfer", tmp_path / "o.ninfer")
-    assert rc == 1 and "NINFER_TERNARY_GGUF" in err and "source" in err
+    rc, stdout, err = run(capsys, "gguf2ninfer", tmp_path / "o.ninfer", "--json")
+    assert rc == 2 and "NINFER_TERNARY_GGUF" in err and "missing SOURCE" in err
+    assert json.loads(stdout)["error"]["category"] == "usage"
 
 
 def test_a_missing_template_of_a_plain_model_is_not_about_ternary(pair, tmp_path, capsys, monkeypatch):
