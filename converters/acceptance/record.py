@@ -42,7 +42,7 @@ def finish_command(entry, source, *, inputs: dict | None = None, template=None, 
     words = ["convert", "verify", str(entry), "--source", str(source)]
     for key, value in (inputs or {}).items():
         for v in value if isinstance(value, list) else [value] if value else []:
-            words += [f"--{key}", str(v)]
+            words += [f"--{key.replace('_', '-')}", str(v)]
     if template is not None:
         words += ["--template", str(template)]
     if sweep:

@@ -55,7 +55,9 @@ from converters.cli.output import (
     table,
 )
 
-SOURCE_HELP = {"gguf": "GGUF file to convert (default: $NINFER_TERNARY_GGUF, when only OUTPUT is given).", "hf": "HF checkpoint directory (config.json, safetensors, tokenizer)."}
+SOURCE_HELP = {"gguf": "GGUF file to convert (any shard of a gguf-split set reads the whole set; default: "
+                       "$NINFER_TERNARY_GGUF, when only OUTPUT is given).",
+               "hf": "HF checkpoint directory (config.json, safetensors, tokenizer)."}
 
 
 def _components(text: str) -> tuple[str, ...]:
@@ -65,9 +67,10 @@ def _components(text: str) -> tuple[str, ...]:
     return comps
 
 
-def render_outcome(outcome, options, json_out: bool, acceptance=None) -> None:
+def render_outcome(outcome, options, json_out: bool, acceptance=None, *, allow_requantize: bool = True) -> None:
     """What :func:`converters.scaleout.run.run_conversion` did: the summary (with ``--dry-run`` the plan
-    first), or what ``--plan-only`` staged; then the acceptance's verdict (docs/cli.md §Build then accept)."""
+    first), or what ``--plan-only`` staged; the requantization warning unless ``allow_requantize``; then the
+    acceptance's verdict (docs/cli.md §Build then accept)."""
     from converters.scaleout.run import StagedRun
 
     if isinstance(outcome, StagedRun) and outcome.staged is not None:
@@ -78,6 +81,8 @@ def render_outcome(outcome, options, json_out: bool, acceptance=None) -> None:
         summary = {**summary, "verdict": acceptance.verdict, "acceptance": acceptance.to_json()}
     if json_out:
         emit_json({**summary, "objects_detail": outcome.object_rows()} if options.dry_run else summary)
+        if not allow_requantize:
+            warn_requantize(summary)
         return
     if isinstance(outcome, StagedRun):
         print_summary(summary)
@@ -90,7 +95,25 @@ def render_outcome(outcome, options, json_out: bool, acceptance=None) -> None:
         console.print(table(f"plan: {Path(options.output).name} (nothing written)",
                             ["object", "format", "chosen by", "shape", "bytes", "exactness", "origin", "method"], rows))
     print_summary(summary)
+    if not allow_requantize:
+        warn_requantize(summary)
     print_acceptance(acceptance)
+
+
+def warn_requantize(summary: dict) -> None:
+    """One warning line on stderr when objects of a quantized source were requantized (docs/recipes.md
+    §Requantizing a quantized source); ``--allow-requantize`` silences it, as llama-quantize's flag does."""
+    from converters.cli.output import err_console
+
+    r = summary.get("requantized_quantized_source")
+    if not r:
+        return
+    err = (f"worst cosine {r['worst_cosine']:.6f} ({r['worst_object']})" if r["worst_cosine"] is not None
+           else "error measured when written")
+    err_console.print(f"warning: {r['objects']} objects of a quantized source ({', '.join(r['source_types'])}) "
+                      f"are requantized, {err}; --allow-requantize silences this "
+                      "(docs/recipes.md §Requantizing a quantized source)", style="yellow", highlight=False,
+                      markup=False, soft_wrap=True)
 
 
 def print_acceptance(acceptance) -> None:
@@ -111,7 +134,7 @@ def print_acceptance(acceptance) -> None:
 def print_staged(info: dict, json_out: bool) -> None:
     """``--plan-only``: what was staged, and the next commands."""
     if json_out:
-        emit_json(info)
+        emit_json(info, schema="ninfer-staged/v1")  # not the conversion's summary (docs/cli.md §JSON contract)
         return
     console.print(table(f"staged: {Path(info['output']).name} (nothing encoded yet)", ["", "value"],
                         [[k, f"{v:,}" if isinstance(v, int) else v] for k, v in info.items()]))
@@ -235,6 +258,9 @@ def _options(kind: str):
                                        "plus any of mtp, vision, dflash, dflash2."),
         workers: int = typer.Option(None, "--workers", help="Worker threads (default: min(4, CPUs))."),
         mmproj: Path = typer.Option(None, "--mmproj", help="mmproj GGUF with the vision tower (component vision)."),
+        tokenizer_dir: Path = typer.Option(None, "--tokenizer-dir", help="A GGUF model's original repository "
+                                           "directory: its tokenizer.json, tokenizer_config.json and chat template "
+                                           "are taken verbatim once their vocabulary and merges equal the GGUF's."),
         drafter: list[Path] = typer.Option(None, "--drafter", help="DFlash / DFlash2 drafter directory "
                                            "(components dflash, dflash2); repeatable."),
         proposal: str = typer.Option(None, "--proposal", help="Add text.proposal: full (the text head) or indexed "
@@ -269,6 +295,8 @@ def _options(kind: str):
                                      "(docs/imatrix.md)."),
         report: Path = typer.Option(None, "--report", help="Also write the conversion report (one self-contained "
                                     "HTML file; docs/report.md) of what was written, with the verify verdict."),
+        allow_requantize: bool = typer.Option(False, "--allow-requantize", help="Requantizing a quantized source "
+                                              "(Q8_0 → 4 bits) prints one warning line; this flag silences it."),
     ) -> None:
         from converters.cli.repack import parse_byte_size
         from converters.cli.ternary_env import build_paths, default_template
@@ -293,7 +321,8 @@ def _options(kind: str):
                                      "convert in one process", param_hint="--imatrix")
         options = ConvertOptions(source, output, kind=kind, recipe=recipe, template=template, max_file_bytes=limit,
                                  only_layer=only_layer, dry_run=dry_run, components=comps, workers=workers,
-                                 inputs={"mmproj": mmproj, "drafter": list(drafter or []) or None}, proposal=request,
+                                 inputs={"mmproj": mmproj, "drafter": list(drafter or []) or None,
+                                         "tokenizer_dir": tokenizer_dir}, proposal=request,
                                  format_overrides=overrides, imatrix=imatrix, **staging)
         if verify and verify_sweep and only_layer is not None:
             raise typer.BadParameter("--verify-sweep compares every layer and an --only-layer artifact holds one; "
@@ -313,7 +342,7 @@ def _options(kind: str):
                     acceptance = _accept(options, template, verify_sweep, json_out,
                                          f"convert {CONVERT_COMMAND[kind]}")
                     phase = "after acceptance"
-                render_outcome(outcome, options, json_out, acceptance)
+                render_outcome(outcome, options, json_out, acceptance, allow_requantize=allow_requantize)
                 if report is not None:
                     from converters.report import write_report
 

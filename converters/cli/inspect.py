@@ -73,6 +73,9 @@ def _print_record(rec: dict) -> None:
             ["chat template", "present" if rec["chat_template"]["present"] else "absent"]]
     rows += [[k, _cell(v)] for k, v in rec.get("details", {}).items() if not isinstance(v, dict | list)]
     console.print(table("summary", ["field", "value"], rows))
+    if art.get("files"):  # a sharded directory or a gguf-split set
+        console.print(table("files", ["name", "role", "size", "header sha256"],
+                            [[f["name"], f["role"], f"{f['size']:,}", f["header_sha256"]] for f in art["files"]]))
     console.print(table("metadata", ["#", "key", "type", "value"],
                         [[r["index"], r["key"], r["type"], _metadata_value(r)] for r in rec["metadata"]]))
     console.print(table("tensors", ["#", "name", "type", "type_id", "shape", "file_offset", "byte_length",
@@ -179,7 +182,8 @@ def inspect_cmd(
                                        "entry, or a stored Evidence record (optional with --import-bundle)."),
     hash_mode: str = typer.Option("header", "--hash", help="header: header digest only; full: SHA-256 of "
                                   "every byte (streamed)."),
-    detail: str = typer.Option("full", "--detail", help="full Evidence, or a compact summary."),
+    detail: str = typer.Option("full", "--detail", help="full Evidence (the default here; the MCP "
+                                "tool defaults to summary, docs/inspect.md §MCP), or a compact summary."),
     evidence_output: Path | None = typer.Option(None, "--evidence-output", "--evidence_output", help="Also "
                                                 "write the full Evidence record to this new file, as a "
                                                 "bundle ({\"records\": [...]}, docs/inspect.md §Bundles)."),

@@ -110,15 +110,15 @@ def report_error(exc: BaseException | str, *, json_out: bool = False) -> None:
 
 
 def report_usage_error(exc, *, json_out: bool = False) -> None:
-    """A command-line usage error (a click ``UsageError``): typer's panel, or with ``json_out`` one line on
-    stderr and the error document (code ``usage``) on stdout."""
-    if not json_out:
-        from typer import rich_utils
-
-        rich_utils.rich_format_error(exc)
-        return
+    """A command-line usage error (a click ``UsageError``): one line on stderr naming the command's help
+    (docs/cli.md §Errors), and with ``json_out`` the error document (code ``usage``) on stdout."""
     param = getattr(exc, "param", None)
-    err_console.print(f"[bold red]error:[/] {escape(exc.format_message())}", highlight=False, soft_wrap=True)
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see {ctx.command_path} --help)" if ctx is not None and not json_out else ""
+    err_console.print(f"[bold red]error:[/] {escape(exc.format_message())}{escape(where)}", highlight=False,
+                      soft_wrap=True)
+    if not json_out:
+        return
     doc = error_document(exc, code="usage", category="usage")
     doc["error"].update(message=exc.format_message(), rule="command_line",
                         field=getattr(exc, "param_hint", None) or (param.opts[0] if param is not None and
@@ -207,15 +207,19 @@ def byte_progress(disable: bool = False) -> Progress:
     )
 
 
-def _print_version(value: bool) -> None:
+def _print_version(ctx, value: bool) -> None:
     if value:
         from converters import __version__
 
-        console.print(f"ninfer-convert {__version__}", highlight=False)
+        if "--json" in ((ctx.obj or {}).get("argv") or ()):  # ``convert --version --json``: as ``convert version --json``
+            emit_json({"name": "ninfer-convert", "version": __version__}, schema="ninfer-version/v1")
+        else:
+            console.print(f"ninfer-convert {__version__}", highlight=False)
         raise typer.Exit()
 
 
 @app.callback()
 def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
-                                       help="Print the converter version and exit (as convert version).")) -> None:
+                                       help="Print the converter version and exit (as convert version)."),
+          json_out: bool = typer.Option(False, "--json", help="With --version: the version as JSON.")) -> None:
     """Convert GGUF / safetensors Qwen checkpoints into NInfer v3 artifacts, and prove them right."""

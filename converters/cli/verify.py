@@ -82,6 +82,8 @@ def verify_cmd(
     artifact: Path = typer.Argument(..., help="Entry file of the artifact to accept.", show_default=False),
     source: Path = typer.Option(None, "--source", help="The GGUF file or HF directory it was converted from."),
     mmproj: Path = typer.Option(None, "--mmproj", help="The mmproj GGUF its vision tower was converted from."),
+    tokenizer_dir: Path = typer.Option(None, "--tokenizer-dir", help="The tokenizer directory it was converted "
+                                       "with (gguf2ninfer --tokenizer-dir)."),
     drafter: list[Path] = typer.Option(None, "--drafter", help="A DFlash / DFlash2 drafter directory it was "
                                        "converted with; repeatable."),
     template: Path = typer.Option(None, "--template", help="The template its borrowed objects were copied from "
@@ -103,9 +105,10 @@ def verify_cmd(
         require_kind(artifact, ("ninfer",), command="verify", rule="verify_target", pass_unrecognised=True)
     if source is not None:
         require_kind(source, SOURCE_KINDS, command="verify --source")
-    inputs = {"mmproj": mmproj, "drafter": list(drafter or []) or None}
+    inputs = {"mmproj": mmproj, "drafter": list(drafter or []) or None, "tokenizer_dir": tokenizer_dir}
     if source is None and any(inputs.values()):
-        raise typer.BadParameter("--mmproj / --drafter are compared with --source: give the main source too",
+        raise typer.BadParameter("--mmproj / --drafter / --tokenizer-dir are compared with --source: give the main "
+                                 "source too",
                                  param_hint="--source")
     if template is not None and not template.exists():
         raise ConverterError("template does not exist", file=str(template), rule="verify_template")

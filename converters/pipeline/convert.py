@@ -48,7 +48,7 @@ from converters.pipeline.produce import BlockErrors, ErrorStats, Producer
 from converters.pipeline.proposal import ProposalRequest
 from converters.pipeline.proposal import prepare as prepare_proposal
 from converters.pipeline.template import BorrowedObject, apply_template, prefix
-from converters.sources.frontend import TEXT_ROLES, frontend_resources
+from converters.sources.frontend import TEXT_ROLES
 from converters.sources.hadamard import read_rotation
 from converters.sources.imatrix import read_imatrix
 from converters.sources.kind import wrong_kind
@@ -61,6 +61,8 @@ from ninfer_core.errors import ArtifactExistsError
 log = logging.getLogger(__name__)
 
 DEFAULT_RECIPE = "groupwise-int"
+#: source storage types that are plain floats: requantizing anything else is requantizing a quantized source
+FLOAT_SOURCE_TYPES = frozenset({"F64", "F32", "F16", "BF16"})
 #: the command that converts each source kind (``expect_kind``).
 CONVERT_COMMAND = {"gguf": "gguf2ninfer", "hf": "st2ninfer"}
 #: an expert bank at least this large is written by several workers at once, in shares of experts
@@ -157,19 +159,37 @@ class Result:
         if worst:
             k, v = min(worst, key=lambda kv: kv[1].cosine)
             out["worst_cosine"] = {"object": k, **v.to_json()}
+        if requant := self.requantized_quantized(rows):
+            out["requantized_quantized_source"] = requant
         return out
 
+    def requantized_quantized(self, rows: list[dict]) -> dict | None:
+        """The requantized objects whose source is already quantized (docs/recipes.md §Requantizing a quantized
+        source): their count, the source types and the worst measured cosine (``None`` before writing)."""
+        types = {o.id: {p.source_type for p in o.pieces} - FLOAT_SOURCE_TYPES for o in self.objects
+                 if isinstance(o, PlannedTensor)}
+        hit = [r["id"] for r in rows if r["origin"] == "produced" and r["exactness"] == "requantized" and types.get(r["id"])]
+        if not hit:
+            return None
+        measured = [(self.errors[i].cosine, i) for i in hit if i in self.errors]
+        worst = min(measured) if measured else None
+        return {"objects": len(hit), "source_types": sorted({t for i in hit for t in types[i]}),
+                "worst_cosine": round(worst[0], 6) if worst else None, "worst_object": worst[1] if worst else None}
 
-def check_output_free(output: Path, *, create_parent: bool = False, source=None) -> None:
+
+def check_output_free(output: Path, *, create_parent: bool = False, source=None) -> list[Path]:
     """Refuse an existing ``output``; its directory must exist, or with ``create_parent`` is created (as
     ``mkdir -p``: the commands do this, docs/cli.md §Outputs) — once ``source``, when given, is found, so a
-    mistyped source leaves nothing behind and is the error reported."""
+    mistyped source leaves nothing behind and is the error reported. Returns the directories it created,
+    deepest first (:func:`output_parent` removes them again when the command fails)."""
     if source is not None and not os.path.exists(source) and not os.path.lexists(output):
-        return
+        return []
     if os.path.lexists(output):
         raise ArtifactExistsError(f"{output.name} already exists; it is never overwritten (remove it or choose "
                                   "another name)", file=str(output), section="§11.4", rule="target_exists")
+    created: list[Path] = []
     if create_parent and not output.parent.is_dir():
+        created = [d for d in [output.parent, *output.parent.parents] if not os.path.lexists(d)]
         try:
             output.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -177,6 +197,22 @@ def check_output_free(output: Path, *, create_parent: bool = False, source=None)
                                   file=str(output.parent), rule="target_path") from None
     if not output.parent.is_dir():
         raise ConversionError("the output's directory does not exist", file=str(output), rule="target_path")
+    return created
+
+
+@contextlib.contextmanager
+def output_parent(output: Path, *, source=None) -> Iterator[None]:
+    """:func:`check_output_free` creating the output's directory; when the body fails, the directories it
+    created are removed again if still empty, so a refused command leaves no ``out/`` behind (docs/cli.md
+    §Outputs)."""
+    created = check_output_free(output, create_parent=True, source=source)
+    try:
+        yield
+    except BaseException:
+        for d in created:  # deepest first; a directory something was written into stays
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        raise
 
 
 @dataclass(frozen=True)
@@ -234,14 +270,14 @@ def convert_with(options: ConvertOptions, *, on_plan: Callable[[list], None] | N
                  progress: Callable[[str, int], None] | None = None) -> Result:
     """:func:`convert` in this process with ``options`` (their staging fields are not read): the output is
     refused before the input paths are resolved or anything is read."""
-    if not options.dry_run:
-        check_output_free(Path(options.output), create_parent=True, source=options.source)
-    o = options.resolved()
-    return convert(o.source, o.output, recipe=o.recipe, template=o.template, max_file_bytes=o.max_file_bytes,
-                   only_layer=o.only_layer, dry_run=o.dry_run, components=o.components, inputs=o.inputs,
-                   workers=o.workers, expect_kind=o.kind, progress=progress, on_plan=on_plan,
-                   artifact_id=o.artifact_id, proposal=o.proposal, artifact_id_from_content=o.artifact_id_from_content,
-                   format_overrides=o.format_overrides, imatrix=o.imatrix)
+    with contextlib.nullcontext() if options.dry_run else output_parent(Path(options.output), source=options.source):
+        o = options.resolved()
+        return convert(o.source, o.output, recipe=o.recipe, template=o.template, max_file_bytes=o.max_file_bytes,
+                       only_layer=o.only_layer, dry_run=o.dry_run, components=o.components, inputs=o.inputs,
+                       workers=o.workers, expect_kind=o.kind, progress=progress, on_plan=on_plan,
+                       artifact_id=o.artifact_id, proposal=o.proposal,
+                       artifact_id_from_content=o.artifact_id_from_content,
+                       format_overrides=o.format_overrides, imatrix=o.imatrix)
 
 
 def convert(source, output, *, recipe: str | Path | None = None, template: str | Path | None = None,
@@ -373,7 +409,7 @@ def plan_conversion(model: Model, recipe: Recipe, *, only_layer: int | None = No
 
     With ``only_layer`` the minimal artifact holds text layer ``only_layer`` only: no other component is
     declared (a component record promises its data, container §4.2) and no proposal is made."""
-    fr = frontend_resources(model.source)
+    fr = model.frontend()
     files = [(role, fr.files[role], fr.provenance.get(role, {})) for role in TEXT_ROLES if role in fr.files]
     resources, configs = {"text": files}, {"text": model.config}
     bound, extra = model.bound, None

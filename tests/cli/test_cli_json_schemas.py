@@ -41,8 +41,9 @@ def made(tmp_path_factory):
 
 def test_every_schema_is_a_valid_json_schema():
     names = sorted(p.name.removesuffix(".schema.json") for p in SCHEMAS.glob("*.schema.json"))
-    assert names == ["acceptance-record", "calbin-evidence", "check", "convert", "encode", "error", "evidence", "evidence-summary", "formats",
-                     "recipes", "regress", "repack", "report", "seal", "staged", "validate", "verify", "version"]
+    assert names == ["acceptance-record", "calbin-evidence", "check", "convert", "encode", "error", "evidence",
+                     "evidence-summary", "formats", "inspect", "recipes", "regress", "repack", "report", "seal", "staged",
+                     "validate", "verify", "version"]
     for n in names:
         schema(n)
 

@@ -181,7 +181,7 @@ def resources(run, g):
         g.skip(f"{run.NO_SOURCE} ({n_hashed} resource(s) match the sha256 provenance records)")
         return found + hashed
     from_source, rows = guarded(g, found, lambda: check_against_source(
-        run.artifact, run.model.source, run.model.component_records, borrowed=set(run.borrowed)), ([], []))
+        run.artifact, run.model, run.model.component_records, borrowed=set(run.borrowed)), ([], []))
     g.checks[:0] = ["recorded_sha256", "source_resources", "component_resources"]
     g.evidence.update(resources=rows, recorded_hashes_checked=n_hashed)
     return found + hashed + from_source
