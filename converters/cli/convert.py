@@ -41,9 +41,22 @@ from pathlib import Path
 
 import typer
 
-from converters.cli.output import byte_progress, command, console, emit_json, table
+from converters.cli.output import (
+    byte_progress,
+    command,
+    console,
+    emit_json,
+    err_console,
+    interrupt_document,
+    interrupt_name,
+    interrupt_reported,
+    interrupts,
+    report_error,
+    table,
+)
 
-SOURCE_HELP = {"gguf": "GGUF file to convert (any shard of a gguf-split set reads the whole set).",
+SOURCE_HELP = {"gguf": "GGUF file to convert (any shard of a gguf-split set reads the whole set; default: "
+                       "$NINFER_TERNARY_GGUF, when only OUTPUT is given).",
                "hf": "HF checkpoint directory (config.json, safetensors, tokenizer)."}
 
 
@@ -227,9 +240,9 @@ def print_summary(s: dict) -> None:
 
 def _options(kind: str):
     def cmd(
-        source: Path = typer.Argument(..., help=SOURCE_HELP[kind], show_default=False),
-        output: Path = typer.Argument(..., help="Entry file of the artifact to create (never overwritten).",
-                                      show_default=False),
+        source: Path = typer.Argument(... if kind != "gguf" else None, help=SOURCE_HELP[kind], show_default=False),
+        output: Path = typer.Argument(... if kind != "gguf" else None, help="Entry file of the artifact to create "
+                                      "(never overwritten).", show_default=False),
         template: Path = typer.Option(None, "--template", help="Template artifact: its directory is the skeleton; "
                                       "objects not produced from the source are borrowed byte-for-byte."),
         recipe: str = typer.Option(None, "--recipe", help="Recipe name (bf16, exact, fp8-row, groupwise-int, nvfp4, prequantized, ternary, "
@@ -286,18 +299,21 @@ def _options(kind: str):
                                               "(Q8_0 → 4 bits) prints one warning line; this flag silences it."),
     ) -> None:
         from converters.cli.repack import parse_byte_size
-        from converters.cli.ternary_env import default_template
+        from converters.cli.ternary_env import build_paths, default_template
         from converters.mapping.overrides import parse_overrides
-        from converters.pipeline.convert import ConvertOptions
+        from converters.pipeline.convert import CONVERT_COMMAND, ConvertOptions
         from converters.pipeline.proposal import ProposalRequest
         from converters.scaleout.run import run_conversion
 
+        if kind == "gguf":  # one argument: the output, the source from $NINFER_TERNARY_GGUF (README §Ternary packing)
+            source, output = build_paths(source, output, "gguf2ninfer")
         request = ProposalRequest.parse(proposal, proposal_counts, proposal_rows)  # flags checked before reading
         limit = parse_byte_size(max_file_bytes)
         comps = _components(components)
         staging = _staging(artifact_id, artifact_id_from_content, plan_only, backend, scheduler, dry_run)
         overrides = parse_overrides(tensor_type, output_tensor_type, token_embedding_type)
-        template = default_template(template, recipe=recipe)  # $NINFER_TERNARY_TEMPLATE for the ternary recipes
+        # $NINFER_TERNARY_TEMPLATE for a ternary recipe, named or chosen by content (docs/ternary.md §1)
+        template = default_template(template, recipe=recipe, source=source)
         if report is not None:
             _check_report(report, dry_run, plan_only)
         if imatrix is not None and (plan_only is not None or backend != "local"):
@@ -308,29 +324,73 @@ def _options(kind: str):
                                  inputs={"mmproj": mmproj, "drafter": list(drafter or []) or None,
                                          "tokenizer_dir": tokenizer_dir}, proposal=request,
                                  format_overrides=overrides, imatrix=imatrix, **staging)
+        if verify and verify_sweep and only_layer is not None:
+            raise typer.BadParameter("--verify-sweep compares every layer and an --only-layer artifact holds one; "
+                                     "it is accepted on its layer (docs/acceptance.md §Minimal artifacts)",
+                                     param_hint="--verify-sweep")
         bars = _Bars(byte_progress(disable=json_out or dry_run or options.staged))
-        try:
-            outcome = run_conversion(options, on_plan=bars.plan, progress=bars.advance,
-                                     on_kept=lambda hint: console.print(f"[yellow]{hint}[/]", highlight=False))
-        finally:
-            bars.stop()
-        acceptance = None
-        if verify and not dry_run and plan_only is None:  # a minimal (--only-layer) artifact: judged on its layer
-            from converters.acceptance.accept import accept_written
+        with interrupts():  # SIGTERM as Ctrl-C: the writer aborts, the acceptance record says interrupted
+            try:
+                outcome = run_conversion(options, on_plan=bars.plan, progress=bars.advance,
+                                         on_kept=lambda hint: console.print(f"[yellow]{hint}[/]", highlight=False))
+            finally:
+                bars.stop()
+            acceptance, phase = None, "after writing"
+            try:  # from here on the artifact is published: an interrupt says what is on disk
+                if verify and not dry_run and plan_only is None:  # a minimal artifact: judged on its layer
+                    phase = "during acceptance"
+                    acceptance = _accept(options, template, verify_sweep, json_out,
+                                         f"convert {CONVERT_COMMAND[kind]}")
+                    phase = "after acceptance"
+                render_outcome(outcome, options, json_out, acceptance, allow_requantize=allow_requantize)
+                if report is not None:
+                    from converters.report import write_report
 
-            acceptance = accept_written(options.output, options.source, inputs=options.inputs, template=template,
-                                        sweep=verify_sweep)
-        render_outcome(outcome, options, json_out, acceptance, allow_requantize=allow_requantize)
-        if report is not None:
-            from converters.report import write_report
-
-            write_report(options.output, report, acceptance=acceptance.to_json() if acceptance is not None else None)
-            if not json_out:
-                console.print(f"report: {report}", highlight=False)
+                    write_report(options.output, report,
+                                 acceptance=acceptance.to_json() if acceptance is not None else None)
+                    if not json_out:
+                        console.print(f"report: {report}", highlight=False)
+            except KeyboardInterrupt as exc:
+                if dry_run or plan_only is not None:
+                    raise
+                _interrupted(options.output, phase, exc, json_out)
         if acceptance is not None and acceptance.verdict == "fail":
             raise typer.Exit(1)
 
     return cmd
+
+
+def _accept(options, template, sweep: bool, json_out: bool, command_name: str):
+    """Build-then-accept (docs/cli.md §Build then accept) with the acceptance record beside the artifact. An
+    error inside the gates is reported, then what is on disk and how to finish (exit 1); an interrupt goes
+    to :func:`_interrupted`."""
+    from converters.acceptance import record
+    from converters.acceptance.accept import accept_written, artifact_id_of
+    from ninfer_core.errors import NinferError
+
+    try:
+        return accept_written(options.output, options.source, inputs=options.inputs, template=template,
+                              sweep=sweep, record_by=command_name)
+    except NinferError as exc:
+        report_error(exc, json_out=json_out)
+        line = record.describe(options.output, record.read(options.output, artifact_id_of(options.output)))
+        err_console.print(line, highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+
+
+def _interrupted(output: Path, phase: str, exc: BaseException, json_out: bool) -> None:
+    """Ctrl-C or SIGTERM once the artifact is published: one line with what is on disk (the acceptance
+    record's word) and how to finish, exit 130 (docs/cli.md §Build then accept)."""
+    from converters.acceptance import record
+    from converters.acceptance.accept import artifact_id_of
+
+    line = f"interrupted ({interrupt_name(exc)}) {phase}: " + record.describe(
+        output, record.read(output, artifact_id_of(output)))
+    err_console.print(line, highlight=False, soft_wrap=True)
+    if json_out:
+        emit_json(interrupt_document(line, file=str(output)))
+    interrupt_reported()
+    raise typer.Exit(130) from None
 
 
 def _check_report(report: Path, dry_run: bool, plan_only) -> None:

@@ -108,6 +108,15 @@ def _print_composition(path: Path) -> None:
                   highlight=False, markup=False, soft_wrap=True)
 
 
+def _print_acceptance(path: Path, rec: dict) -> None:
+    """Whether the artifact was accepted, from the record beside it (docs/acceptance.md §Acceptance record)."""
+    from converters.acceptance.record import describe
+
+    if isinstance(rec.get("acceptance"), dict):
+        console.print(f"acceptance: {describe(path, rec['acceptance'])}", highlight=False, markup=False,
+                      soft_wrap=True)
+
+
 def _print_interpretation(rec: dict) -> None:
     """Beside the evidence of a GGUF whose byte lengths are unknown: the sizes under modern ggml, labelled as
     an interpretation (:mod:`converters.inspect.modern_sizes`)."""
@@ -241,6 +250,7 @@ def inspect_cmd(
         _print_record(result)
         if result.get("format") == "ninfer" and result.get("status") == "complete":
             _print_composition(path)
+            _print_acceptance(path, result)
         _print_interpretation(result)
     if result.get("status") != "complete":
         err = result.get("error") or {}

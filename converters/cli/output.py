@@ -7,8 +7,11 @@ output with :data:`console` (stdout) — never both; diagnostics and errors go t
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -123,7 +126,39 @@ def report_usage_error(exc, *, json_out: bool = False) -> None:
     emit_json(doc)
 
 
-_interrupt = {"reported": False}
+_interrupt = {"reported": False, "how": "Ctrl-C"}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered as Ctrl-C is (a ``KeyboardInterrupt``), so writers abort and records are marked."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+@contextlib.contextmanager
+def interrupts():
+    """Inside the block SIGTERM ends the command as Ctrl-C does (:class:`Terminated`); the previous handler
+    comes back after it. In a thread other than the main one (where no handler can be set) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum, frame):
+        _interrupt["how"] = signal.Signals(signum).name
+        raise Terminated(_interrupt["how"])
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupt_name(exc: BaseException | None = None) -> str:
+    """How the command was interrupted: ``Ctrl-C`` or the signal's name (``SIGTERM``)."""
+    return getattr(exc, "signal_name", None) or _interrupt["how"]
 
 
 def interrupt_reported() -> None:
@@ -132,15 +167,21 @@ def interrupt_reported() -> None:
 
 
 def report_interrupt(*, json_out: bool = False) -> None:
-    """Ctrl-C: one line on stderr (nothing half-written is published: outputs are committed last)."""
+    """Ctrl-C (or SIGTERM): one line on stderr (nothing half-written is published: outputs are committed
+    last; a command that published something reports that itself and calls :func:`interrupt_reported`)."""
+    how, _interrupt["how"] = _interrupt["how"], "Ctrl-C"
     if _interrupt["reported"]:
         _interrupt["reported"] = False
         return
-    err_console.print("interrupted (Ctrl-C): nothing was published", highlight=False)
+    err_console.print(f"interrupted ({how}): nothing was published", highlight=False)
     if json_out:
-        emit_json({"schema": ERROR_SCHEMA, "error": {"code": "interrupted", "category": "interrupted", "rule": None,
-                                                     "file": None, "field": None, "section": None,
-                                                     "message": "interrupted (Ctrl-C)"}})
+        emit_json(interrupt_document(f"interrupted ({how})"))
+
+
+def interrupt_document(message: str, file: str | None = None) -> dict:
+    """The ``ninfer-error/v1`` document of an interrupt (code ``interrupted``)."""
+    return {"schema": ERROR_SCHEMA, "error": {"code": "interrupted", "category": "interrupted", "rule": None,
+                                              "file": file, "field": None, "section": None, "message": message}}
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:

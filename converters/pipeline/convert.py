@@ -5,7 +5,8 @@ Order of work (each step can fail before the next writes anything):
 1. refuse an existing output (never overwritten) and load + validate the recipe — before the input is
    read (style: "check flag combinations and refuse existing outputs before reading input");
 2. open the source, normalise the config, bind the mappings (every tensor accounted for);
-3. plan every object from codec geometry (``plan.py``); apply the template (``template.py``);
+3. plan every object from codec geometry (``plan.py``); apply the template (``template.py``); label each
+   object's exactness (``exactness.py``: small float re-encodings probed);
 4. ``dry_run``: return the plan, write nothing;
 5. write: declare the objects, plan the files (the measured errors' JSON space reserved, so the layout
    never depends on measured values: :mod:`converters.scaleout.reservation`), produce every object on a
@@ -28,7 +29,6 @@ import dataclasses
 import logging
 import os
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -38,6 +38,7 @@ from converters import __version__
 from converters.errors import ConversionError
 from converters.mapping.recipes import Recipe, load_recipe
 from converters.model.engine import Model, open_model
+from converters.pipeline.exactness import counts, predict
 from converters.pipeline.expert_bank import bank_shares
 from converters.pipeline.importance import plan_importance
 from converters.pipeline.plan import make_plan
@@ -103,7 +104,6 @@ class Result:
                 if o.notes:
                     row["notes"] = list(o.notes)
             if o.id in self.errors:
-                row["exactness"] = measured_exactness(self.errors[o.id])
                 row["error"] = self.errors[o.id].to_json()
             rows.append(row)
         return rows
@@ -130,7 +130,7 @@ class Result:
             "produced": {"objects": len(produced), "bytes": sum(r["bytes"] for r in produced),
                          "by_prefix": produced_by_prefix},
             "borrowed": {"objects": len(borrowed), "bytes": sum(r["bytes"] for r in borrowed), "by_prefix": by_prefix},
-            "exactness": dict(Counter(r["exactness"] for r in produced)),
+            "exactness": counts(r["exactness"] for r in produced if r["kind"] == "tensor"),
             "only_layer": self.plan.only_layer, "notes": list(self.plan.notes),
         }
         quant = [r for r in produced if "source_quantization" in r]
@@ -138,7 +138,7 @@ class Result:
             kinds = {q["kind"] for r in quant for q in (r["source_quantization"] if isinstance(r["source_quantization"], list)
                                                         else [r["source_quantization"]])}
             out["prequantized"] = {"objects": len(quant), "kinds": sorted(kinds),
-                                   "exactness": dict(Counter(r["exactness"] for r in quant)),
+                                   "exactness": counts(r["exactness"] for r in quant),
                                    "max_ulp": max((r["max_ulp"] for r in quant if "max_ulp" in r), default=None)}
         if self.plan.importance is not None:
             imp = self.plan.importance.to_json()
@@ -175,10 +175,6 @@ class Result:
         worst = min(measured) if measured else None
         return {"objects": len(hit), "source_types": sorted({t for i in hit for t in types[i]}),
                 "worst_cosine": round(worst[0], 6) if worst else None, "worst_object": worst[1] if worst else None}
-
-
-def measured_exactness(stats: ErrorStats) -> str:
-    return "value-exact" if stats.exact else "requantized"
 
 
 def check_output_free(output: Path, *, create_parent: bool = False, source=None) -> list[Path]:
@@ -309,6 +305,7 @@ def convert(source, output, *, recipe: str | Path | None = None, template: str |
                          components=components, inputs=inputs, expect_kind=expect_kind, proposal=proposal,
                          format_overrides=format_overrides, imatrix=imatrix) as c:
         result = c.result
+        predict(c.objects, c.producer)  # the one exactness label of each object, dry run included
         if on_plan is not None:
             on_plan(c.objects)
         if dry_run:
@@ -349,13 +346,14 @@ def open_conversion(source, output, *, recipe: str | Path | None = None, templat
     weights = read_imatrix(imatrix) if imatrix is not None else None  # a bad file is refused before the source
     tpl = open_artifact(template) if template is not None else None
     try:
-        rec = load_recipe(recipe if recipe is not None else template_recipe(tpl))
-        if format_overrides:  # per-tensor formats from the command line (docs/recipes.md §Overrides)
-            rec = rec.with_overrides(format_overrides)
+        named = load_recipe(recipe) if recipe is not None else None  # a named recipe is checked before reading
         with open_model(source, components=components, inputs=inputs) as model:
             if expect_kind is not None and model.source.kind != expect_kind:
                 raise wrong_kind(model.source.path, model.source.kind, (expect_kind,),
                                  command=CONVERT_COMMAND[expect_kind])
+            rec = conversion_recipe(named, tpl, model.source)
+            if format_overrides:  # per-tensor formats from the command line (docs/recipes.md §Overrides)
+                rec = rec.with_overrides(format_overrides)
             plan = plan_conversion(model, rec, only_layer=only_layer, proposal=proposal)
             objects = apply_template(plan, tpl) if tpl is not None else list(plan.objects)
             if weights is not None:
@@ -373,12 +371,35 @@ def template_recipe(tpl) -> str:
     :data:`DEFAULT_RECIPE`."""
     from converters.mapping.recipes import list_recipes
 
-    if tpl is not None:
-        ident = tpl.metadata.get("identity")
-        name = ident.get("weights_id") if isinstance(ident, dict) else None
-        if isinstance(name, str) and name in list_recipes():
-            return name
-    return DEFAULT_RECIPE
+    name = template_kind(tpl)
+    return name if name is not None and name in list_recipes() else DEFAULT_RECIPE
+
+
+def template_kind(tpl) -> str | None:
+    """A template's ``metadata.identity.weights_id`` (the recipe it was made with), or None."""
+    ident = tpl.metadata.get("identity") if tpl is not None else None
+    name = ident.get("weights_id") if isinstance(ident, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def conversion_recipe(named: Recipe | None, tpl, source) -> Recipe:
+    """The recipe of a conversion (docs/ternary.md §1): the ``named`` one (``--recipe``); else, for a ternary
+    source (a ternary or binary GGML type, found by content: :func:`converters.sources.ternary.ternary_tensors`),
+    the ternary recipe, which keeps every code; else the template's; else :data:`DEFAULT_RECIPE`. A ternary
+    recipe packs onto a ``groupwise-int`` template only: another kind is refused before anything is written."""
+    from converters.sources import ternary
+
+    rec = named
+    if rec is None:
+        rec = load_recipe(ternary.RECIPE if ternary.ternary_tensors(source) else template_recipe(tpl))
+    kind = template_kind(tpl)
+    if rec.name in ternary.RECIPES and tpl is not None and kind != ternary.TEMPLATE_KIND:
+        raise ConversionError(
+            f"the template is a {kind or 'template of unknown kind (no metadata.identity.weights_id)'} artifact; "
+            f"the {rec.name} recipe packs a ternary source onto a {ternary.TEMPLATE_KIND} template of the same model, "
+            f"whose grouping it keeps (docs/ternary.md §1); nothing was written", file=str(tpl.path),
+            json_path="$.metadata.identity.weights_id", rule="template_kind")
+    return rec
 
 
 def plan_conversion(model: Model, recipe: Recipe, *, only_layer: int | None = None,
@@ -463,9 +484,7 @@ def provenance_of(model: Model, plan: Plan, objects: list, result: Result) -> di
             if o.notes:
                 entry["notes"] = list(o.notes)
             if o.id in result.errors:
-                stats = result.errors[o.id]
-                entry["exactness"] = measured_exactness(stats)
-                entry["measured_error"] = stats.to_json()
+                entry["measured_error"] = result.errors[o.id].to_json()
             if o.id in result.proofs:
                 entry["exactness_check"] = result.proofs[o.id]
             if imp is not None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from converters.pipeline.exactness import provenance_counts
 from ninfer_core import codecs, open_artifact
 
 DECODE_ROWS = 4096
@@ -56,6 +57,7 @@ class ReportFacts:
     importance: dict | None
     acceptance: dict | None
     objects: list[ObjectFacts] = field(default_factory=list)
+    exactness: dict[str, int] = field(default_factory=dict)  # the count of the summary and inspect (exactness.py)
 
     def bytes_by_component_format(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -89,6 +91,7 @@ class ReportFacts:
                 "importance": self.importance, "acceptance": self.acceptance,
                 "bytes_by_component_format": self.bytes_by_component_format(),
                 "bits_per_weight": self.bits_per_weight(), "source_bits_per_weight": self.source_bits_per_weight(),
+                "exactness": self.exactness,
                 "objects": [o.to_json() for o in self.objects]}
 
 
@@ -153,7 +156,8 @@ def gather(path: Path, *, acceptance: dict | None = None) -> ReportFacts:
         recipe = prov.get("recipe", {}) if isinstance(prov.get("recipe"), dict) else {}
         source_kind = str((prov.get("source") or {}).get("kind", "")) if isinstance(prov.get("source"), dict) else ""
         facts = ReportFacts(str(path), a.artifact_id, str(a.metadata.get("name", path.name)), recipe,
-                            list(recipe.get("overrides", [])), prov.get("importance"), acceptance)
+                            list(recipe.get("overrides", [])), prov.get("importance"), acceptance,
+                            exactness=provenance_counts(per))
         for rec in a.objects:
             if rec.kind != "tensor":
                 continue

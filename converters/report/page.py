@@ -146,7 +146,9 @@ def render(facts: ReportFacts) -> str:
     ex_rows = [[o.id, o.exactness] for o in facts.objects]
     parts.append('<section id="exactness"><h2>Exactness map</h2>'
                  + _figure(plots.exactness_figure(facts), "exactness map")
-                 + f"<p>{legend}</p><details><summary>every object</summary>"
+                 + f"<p>{legend}</p><p>produced tensors: "
+                 + _e(", ".join(f"{k} {v:,}" for k, v in facts.exactness.items()) or "not recorded") + "</p>"
+                 + "<details><summary>every object</summary>"
                  + _table(["object", "exactness"], ex_rows, 2) + "</details></section>")
     if facts.acceptance:
         acc = facts.acceptance
