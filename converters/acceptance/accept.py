@@ -56,6 +56,9 @@ class Acceptance:
     def lines(self) -> list[str]:
         """The verdict line, then one line per failed gate and the next step (docs/cli.md §Build then accept)."""
         layers = "every layer" if self.sweep else "sampled layers (--verify-sweep: every layer)"
+        golden = self.report.gate(7).evidence
+        if golden.get("truncated"):  # a truncated reference forward (docs/acceptance.md §Golden at scale)
+            layers += f"; golden forward through {golden['layers_run']}"
         head = f"ACCEPT: {self.verdict.upper()} (convert verify, {len(self.report.gates)} gates, {layers})"
         if self.verdict == "incomplete":
             skipped = [f"gate {g.number} {g.title}: {g.skipped}" for g in self.report.gates if g.skipped]
@@ -71,8 +74,11 @@ class Acceptance:
 
     def to_json(self) -> dict:
         """The ``acceptance`` block of the conversion document."""
+        golden = self.report.gate(7).evidence
         return {"verdict": self.verdict, "sweep": self.sweep, "failures": self.failures(),
                 "gates": [{"gate": g.number, "title": g.title, "status": g.status} for g in self.report.gates],
+                **({"golden_layers": golden["layers_run"], "golden_truncated": golden["truncated"]}
+                   if "layers_run" in golden else {}),
                 **({"next": self.next_step()} if self.verdict == "fail" else {})}
 
 

@@ -48,6 +48,11 @@ SHOWN = 5
 ROW_FLOOR = 1e-3
 
 
+def _as_rows(x: np.ndarray) -> np.ndarray:
+    """``x`` as ``[rows, K]`` (2-D as it is; else one element per row)."""
+    return x if x.ndim == 2 else x.reshape(-1, 1)
+
+
 @dataclass
 class Stats:
     """Running comparison of decoded (``g``) against source (``w``) values."""
@@ -66,26 +71,33 @@ class Stats:
     rule: LibraryRule | None = None  # a prequantized source's library rule: g rounded to its dtype, max_ulp apart
 
     def add(self, g: np.ndarray, w: np.ndarray) -> None:
+        """Add a block: one compiled pass (:mod:`.stats_kernel`) gives the per-row float64 sums and the block's
+        extremes and differing elements (with a library rule: those beyond its bound)."""
+        from converters.acceptance.gates import stats_kernel
+
         if self.rule is not None:
             g = self.rule.rounded(g)
-        g64, w64 = g.astype(np.float64), w.astype(np.float64)
-        self.sxy += float(np.sum(g64 * w64))
-        self.sxx += float(np.sum(w64 * w64))
-        self.syy += float(np.sum(g64 * g64))
-        if g.size:
-            diff = np.abs(g64 - w64)
-            self.max_abs = max(self.max_abs, float(np.max(diff)))
-            self.max_want = max(self.max_want, float(np.max(np.abs(w64))))
-            neq = self.rule.beyond(g, w) if self.rule is not None else ~((g == w) | (np.isnan(g) & np.isnan(w)))
+        g2 = np.ascontiguousarray(_as_rows(g), dtype=np.float32)
+        w2 = np.ascontiguousarray(_as_rows(w), dtype=np.float32)
+        sums = np.empty((g2.shape[0], 4), dtype=np.float64)
+        max_abs, max_want, n, first = stats_kernel.row_stats(g2, w2, sums) if g.size else (0.0, 0.0, 0, -1)
+        if self.rule is not None and g.size:
+            neq = self.rule.beyond(g, w)
             n = int(np.count_nonzero(neq))
-            if n and self.first_diff is None:
-                self.first_diff = self.elements + int(np.argmax(neq.reshape(-1)))
-            self.differing += n
+            first = int(np.argmax(neq.reshape(-1))) if n else -1
+        self.sxx += float(np.sum(sums[:, 0]))
+        self.syy += float(np.sum(sums[:, 1]))
+        self.sxy += float(np.sum(sums[:, 2]))
+        self.max_abs = max_abs if math.isnan(max_abs) else max(self.max_abs, max_abs)
+        self.max_want = max(self.max_want, max_want)
+        if n and self.first_diff is None:
+            self.first_diff = self.elements + first
+        self.differing += n
         self.elements += g.size
         if g.ndim == 2 and g.shape[1] > 1:
-            self.row_abs.append(np.linalg.norm(g64 - w64, axis=1))
-            self.row_want.append(np.linalg.norm(w64, axis=1))
-            self.row_got.append(np.linalg.norm(g64, axis=1))
+            self.row_abs.append(np.sqrt(sums[:, 3]))
+            self.row_want.append(np.sqrt(sums[:, 0]))
+            self.row_got.append(np.sqrt(sums[:, 1]))
 
     def rows(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Per row: relative error ‖g − w‖ / ‖w‖ and norm deviation |‖g‖ − ‖w‖| / ‖w‖, where ‖w‖ is floored at
@@ -179,11 +191,15 @@ def bound_targets(model, params) -> list[Target]:
             for p in params]
 
 
-def check_parameters(art, targets, geometries: Mapping[str, object] | None = None) -> ValuesResult:
+def check_parameters(art, targets, geometries: Mapping[str, object] | None = None,
+                     progress: Callable[[int, int], None] | None = None) -> ValuesResult:
     """Gates 4 and 5 over ``targets``; ``geometries``: component → head geometry for the head slices
-    (:func:`converters.acceptance.gates.contract.head_geometry`; a component without one gets row probes only)."""
+    (:func:`converters.acceptance.gates.contract.head_geometry`; a component without one gets row probes only);
+    ``progress(done, total)`` before each target."""
     out = ValuesResult()
-    for t in targets:
+    for i, t in enumerate(targets):
+        if progress is not None:
+            progress(i, len(targets))
         if t.name not in art.bindings:
             continue  # coverage (gate 2) reports it
         try:
@@ -300,6 +316,13 @@ def _head_probe(name: str, g: np.ndarray, w: np.ndarray, axis: int, slices, tol,
             s, e = slices[i]
             return (x[s:e] if axis == 0 else x[:, s:e]).astype(np.float64).reshape(-1)
 
+        own_rel = {}
+        for i in members:  # each head against its own first: only a head outside the limit is matched against all
+            gi, wi = flat(g, i), flat(w, i)
+            d_own, w_own = float(np.linalg.norm(gi - wi)), float(np.linalg.norm(wi))
+            own_rel[i] = d_own / w_own if w_own > 0 else (np.inf if d_own > 0 else 0.0)
+        if all(r <= limit for r in own_rel.values()):
+            continue
         G = np.stack([flat(g, i) for i in members])
         W = np.stack([flat(w, i) for i in members])
         gg, ww = np.sum(G * G, axis=1), np.sum(W * W, axis=1)
@@ -308,9 +331,9 @@ def _head_probe(name: str, g: np.ndarray, w: np.ndarray, axis: int, slices, tol,
         with np.errstate(divide="ignore", invalid="ignore"):
             rel = np.where(wn[None, :] > 0, d / wn[None, :], np.where(d > 0, np.inf, 0.0))
         for row, i in enumerate(members):
-            own = float(rel[row, row])
-            if own <= limit:
+            if own_rel[i] <= limit:
                 continue
+            own = float(rel[row, row])
             best = int(np.argmin(rel[row]))
             if best != row and rel[row, best] < own and rel[row, best] <= foreign:
                 moved.append((i, members[best], own, float(rel[row, best])))

@@ -25,8 +25,9 @@ Gates 4–7 need the source; without ``source`` they are ``skipped`` with the re
 ``pass`` — and the result is ``incomplete``. Components read from inputs of their own come with ``inputs``
 (``{"mmproj": path, "drafter": [paths]}``, as for the conversion; :func:`converters.model.engine.open_model`).
 Gates 4–5 sample layers (the first layer of each kind and the last, per component) unless ``sweep``;
-explicit ``layers`` choose the text layers (components keep their sample); gate 7 always runs the whole text
-model on a few tokens. A gate that could not run because an earlier one failed (no artifact to read) is
+explicit ``layers`` choose the text layers (components keep their sample); gate 7 runs the text model on a few
+tokens, every layer up to ``numerics.FULL_FORWARD_ELEMENTS`` text parameters or with ``sweep``, else a stated
+subset (docs/acceptance.md §Golden at scale). A gate that could not run because an earlier one failed (no artifact to read) is
 ``skipped`` with that reason.
 
 Objects borrowed from a template (``--template`` conversions, provenance ``borrowed_from``) are compared with

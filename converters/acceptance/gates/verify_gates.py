@@ -188,7 +188,7 @@ def golden_numerics(run, g):
             any(f.code == "VERIFY_PARAMETER_UNREADABLE" and _is_text(f.path) for f in earlier.gate(4).findings):
         g.skip("text bindings missing or unreadable (gates 2/4); the forward pass needs every text parameter")
     else:
-        golden, evidence = guarded(g, found, lambda: check_golden(art, run.model, run.config), ([], {}))
+        golden, evidence = guarded(g, found, lambda: check_golden(art, run.model, run.config, sweep=run.sweep), ([], {}))
         found += golden
         g.evidence.update(evidence)
         g.check("forward_source", "forward_artifact", "top1", "cosine", "max_abs_error")
