@@ -66,6 +66,7 @@ Semantics, as read in transformers (``models/qwen3_5/modeling_qwen3_5.py`` @009e
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -244,8 +245,8 @@ def rope(x: np.ndarray, positions: np.ndarray, rotary_dim: int, theta: float,
                                               mrope_section)
     else:
         freqs = positions[:, None].astype(np.float64) * inv_freq[None, :]
-    cos = np.cos(np.concatenate([freqs, freqs], axis=-1))[:, None, :]
-    sin = np.sin(np.concatenate([freqs, freqs], axis=-1))[:, None, :]
+    cos = np.cos(np.concatenate([freqs, freqs], axis=-1))[:, None, :].astype(x.dtype)  # angles in float64, the
+    sin = np.sin(np.concatenate([freqs, freqs], axis=-1))[:, None, :].astype(x.dtype)  # rotation in x's dtype
     rot = x[..., :rotary_dim]
     rotated_half = np.concatenate([-rot[..., half:], rot[..., :half]], axis=-1)
     return np.concatenate([rot * cos + rotated_half * sin, x[..., rotary_dim:]], axis=-1)
@@ -267,7 +268,7 @@ def attention(x: np.ndarray, w: Mapping[str, np.ndarray], spec: TextSpec, positi
     q = rope(q, positions, spec.rotary_dim, spec.rope_theta, spec.mrope_section)
     k = rope(k, positions, spec.rotary_dim, spec.rope_theta, spec.mrope_section)
     k, v = np.repeat(k, nh // nkv, axis=1), np.repeat(v, nh // nkv, axis=1)
-    scores = np.einsum("thd,shd->hts", q, k) / np.sqrt(hd)
+    scores = np.einsum("thd,shd->hts", q, k) / math.sqrt(hd)  # a Python float keeps x's dtype
     scores = np.where(np.tri(t, dtype=bool)[None], scores, -np.inf)
     probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
     probs /= probs.sum(axis=-1, keepdims=True)
@@ -306,7 +307,7 @@ def gated_delta_net(x: np.ndarray, w: Mapping[str, np.ndarray], spec: TextSpec) 
     q = l2_normalize(mixed[:, : hk * dk].reshape(t, hk, dk))
     k = l2_normalize(mixed[:, hk * dk : 2 * hk * dk].reshape(t, hk, dk))
     v = mixed[:, 2 * hk * dk :].reshape(t, hv, dv)
-    q = np.repeat(q, hv // hk, axis=1) / np.sqrt(dk)
+    q = np.repeat(q, hv // hk, axis=1) / math.sqrt(dk)
     k = np.repeat(k, hv // hk, axis=1)
     beta = sigmoid(x @ w["b"].T)
     g = -np.exp(w["a_log"]) * np.logaddexp(0.0, x @ w["a"].T + w["dt_bias"])

@@ -55,6 +55,27 @@ def test_truncated_forward_runs_only_the_listed_layers():
         golden.forward(cfg, params, tokens, layers=[8])
 
 
+@pytest.mark.parametrize("model", ["qwen35", "qwen3_moe"])
+def test_a_float32_forward_stays_in_float32(model, monkeypatch):
+    """No step widens the hidden state to float64 (a float64 state would multiply every weight in float64:
+    twice the memory and several times the time of the float32 forward)."""
+    import importlib
+
+    mod = importlib.import_module(f"tinymodels.{model}")
+    cfg = mod.config()
+    params = mod.logical_parameters(cfg)
+    seen = []
+    original = golden.rms_norm
+
+    def spy(x, *a, **kw):
+        seen.append(x.dtype)
+        return original(x, *a, **kw)
+
+    monkeypatch.setattr(golden, "rms_norm", spy)
+    golden.forward(cfg, params, [1, 2, 3], dtype=np.float32)
+    assert seen and set(seen) == {np.dtype(np.float32)}
+
+
 def test_float32_forward_is_the_float64_one_to_float_rounding():
     cfg = qwen35.config()
     params = qwen35.logical_parameters(cfg)
