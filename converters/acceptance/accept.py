@@ -9,6 +9,7 @@ leaves the artifact in place (it is complete and valid as a container; its value
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,7 @@ class Acceptance:
     source: Path
     report: object  # converters.acceptance.gates.verify.VerifyReport
     sweep: bool
+    seconds: float = 0.0  # wall time of the whole acceptance
 
     @property
     def verdict(self) -> str:
@@ -76,17 +78,21 @@ class Acceptance:
         """The ``acceptance`` block of the conversion document."""
         golden = self.report.gate(7).evidence
         return {"verdict": self.verdict, "sweep": self.sweep, "failures": self.failures(),
-                "gates": [{"gate": g.number, "title": g.title, "status": g.status} for g in self.report.gates],
+                "gates": [{"gate": g.number, "title": g.title, "status": g.status, "seconds": round(g.seconds, 3)}
+                          for g in self.report.gates], "seconds": round(self.seconds, 3),
                 **({"golden_layers": golden["layers_run"], "golden_truncated": golden["truncated"]}
                    if "layers_run" in golden else {}),
                 **({"next": self.next_step()} if self.verdict == "fail" else {})}
 
 
-def accept_written(output, source, *, inputs: dict | None = None, template=None, sweep: bool = False) -> Acceptance:
+def accept_written(output, source, *, inputs: dict | None = None, template=None, sweep: bool = False,
+                   progress=None) -> Acceptance:
     """Run the verify gates on the artifact just written at ``output`` against ``source`` (and the
-    components' ``inputs`` and the ``template``, as the conversion read them); every layer with ``sweep``."""
+    components' ``inputs`` and the ``template``, as the conversion read them); every layer with ``sweep``;
+    ``progress`` as for :func:`~converters.acceptance.gates.verify.verify`."""
     from converters.acceptance.gates.verify import verify
 
     inputs = {k: v for k, v in (inputs or {}).items() if v}
-    report = verify(output, source, inputs=inputs or None, sweep=sweep, template=template)
-    return Acceptance(Path(output), Path(source), report, sweep)
+    started = time.perf_counter()
+    report = verify(output, source, inputs=inputs or None, sweep=sweep, template=template, progress=progress)
+    return Acceptance(Path(output), Path(source), report, sweep, time.perf_counter() - started)

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import typer
 
-from converters.cli.output import byte_progress, command, console, emit_json, table
+from converters.cli.output import byte_progress, command, console, emit_json, gate_progress, table
 
 SOURCE_HELP = {"gguf": "GGUF file to convert.", "hf": "HF checkpoint directory (config.json, safetensors, tokenizer)."}
 
@@ -64,6 +64,8 @@ def render_outcome(outcome, options, json_out: bool, acceptance=None) -> None:
     summary = outcome.summary if isinstance(outcome, StagedRun) else outcome.summary()
     if acceptance is not None:
         summary = {**summary, "verdict": acceptance.verdict, "acceptance": acceptance.to_json()}
+        if "seconds" in summary:  # the whole command's work: writing and acceptance
+            summary["total_seconds"] = round(summary["seconds"] + acceptance.seconds, 3)
     if json_out:
         emit_json({**summary, "objects_detail": outcome.object_rows()} if options.dry_run else summary)
         return
@@ -194,6 +196,9 @@ def print_summary(s: dict) -> None:
         rows.append(["only layer", s["only_layer"]])
     if not s["dry_run"]:
         rows += [["artifact_id", s["artifact_id"]], ["files", len(s["files"])], ["seconds", f"{s['seconds']:,.3f}"]]
+        if "total_seconds" in s:  # acceptance ran (docs/acceptance.md §Progress)
+            rows += [["acceptance seconds", f"{s['acceptance']['seconds']:,.3f}"],
+                     ["total seconds", f"{s['total_seconds']:,.3f} (writing and acceptance)"]]
         if s.get("write_bytes_per_second"):  # the progress bar's figure: bytes written while writing
             rows.append(["throughput", f"{s['write_bytes_per_second'] / 1e6:,.1f} MB/s writing "
                          f"({s['write_seconds']:,.3f} s); {s['bytes_per_second'] / 1e6:,.1f} MB/s overall "
@@ -290,8 +295,9 @@ def _options(kind: str):
         if verify and not dry_run and plan_only is None:  # a minimal (--only-layer) artifact: judged on its layer
             from converters.acceptance.accept import accept_written
 
-            acceptance = accept_written(options.output, options.source, inputs=options.inputs, template=template,
-                                        sweep=verify_sweep)
+            with gate_progress(disable=json_out) as bar:
+                acceptance = accept_written(options.output, options.source, inputs=options.inputs, template=template,
+                                            sweep=verify_sweep, progress=bar)
         render_outcome(outcome, options, json_out, acceptance)
         if report is not None:
             from converters.report import write_report

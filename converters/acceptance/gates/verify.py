@@ -210,15 +210,17 @@ def _input_names(inputs: dict | None) -> dict:
 
 
 def verify(path, source=None, *, inputs: dict | None = None, sweep: bool = False,
-           layers: Iterable[int] | None = None, template=None) -> VerifyReport:
+           layers: Iterable[int] | None = None, template=None, progress=None) -> VerifyReport:
     """Run the seven gates on the artifact whose entry is ``path``, comparing with ``source`` when given
     (a GGUF file, an HF directory, or an open Source) and the components' own ``inputs``; borrowed objects
-    with ``template`` when given, else with what provenance records."""
+    with ``template`` when given, else with what provenance records. ``progress``: a
+    :class:`~converters.acceptance.progress.GateProgress` told of each gate's start, steps and end."""
     path = Path(path)
     layer_list = sorted(set(layers)) if layers is not None else None
     report = VerifyReport(str(path), None if source is None else str(getattr(source, "path", source)),
                           layer_list, sweep, _input_names(inputs))
     run = VerifyRun(report, path, source, inputs, sweep, layer_list, template)
+    run.progress = progress
     try:
         run_gates("verify", run)
     finally:
