@@ -52,30 +52,20 @@ def _scale_min(blk, j):
 
 
 @numba.njit(**_JIT)
-def _q4_k(blocks, d, dmin, out):
+def _q4_k(blocks, d, dmin, five, out):
+    """Q4_K, and Q5_K with ``five`` (its ``qh`` at byte 16 moves the nibbles to byte 48)."""
+    qs_at = 48 if five else 16
     for b in range(blocks.shape[0]):
         blk = blocks[b]
         for j in range(8):
             sc, m = _scale_min(blk, j)
             ds = d[b] * np.float32(sc)
             dm = dmin[b] * np.float32(m)
-            base, shift = 16 + (j // 2) * 32, (j % 2) * 4
+            base, shift = qs_at + (j // 2) * 32, (j % 2) * 4
             for i in range(32):
                 q = (blk[base + i] >> shift) & 0x0F
-                out[b, 32 * j + i] = ds * np.float32(q) - dm
-
-
-@numba.njit(**_JIT)
-def _q5_k(blocks, d, dmin, out):
-    for b in range(blocks.shape[0]):
-        blk = blocks[b]
-        for j in range(8):
-            sc, m = _scale_min(blk, j)
-            ds = d[b] * np.float32(sc)
-            dm = dmin[b] * np.float32(m)
-            base, shift = 48 + (j // 2) * 32, (j % 2) * 4
-            for i in range(32):
-                q = ((blk[base + i] >> shift) & 0x0F) | (((blk[16 + i] >> j) & 0x01) << 4)
+                if five:
+                    q |= ((blk[16 + i] >> j) & 0x01) << 4
                 out[b, 32 * j + i] = ds * np.float32(q) - dm
 
 
@@ -99,12 +89,12 @@ def _words(blocks: np.ndarray, at: int) -> np.ndarray:
     return np.ascontiguousarray(blocks[:, at : at + 2]).view(np.float16).reshape(-1).astype(np.float32)
 
 
-def _run(kernel, block_size: int, *fp16_at: int):
+def _run(kernel, block_size: int, *fp16_at: int, flags: tuple = ()):
     def decode(blocks: np.ndarray) -> np.ndarray:
         blocks = np.ascontiguousarray(blocks, dtype=np.uint8)
         out = np.empty((blocks.shape[0], block_size), dtype=np.float32)
         if blocks.shape[0]:
-            kernel(blocks, *(_words(blocks, at) for at in fp16_at), out)
+            kernel(blocks, *(_words(blocks, at) for at in fp16_at), *flags, out)
         return out
     return decode
 
@@ -113,7 +103,7 @@ def _run(kernel, block_size: int, *fp16_at: int):
 TYPES = {
     "Q8_0": _run(_q8_0, 32, 0),
     "Q4_0": _run(_q4_0, 32, 0),
-    "Q4_K": _run(_q4_k, 256, 0, 2),
-    "Q5_K": _run(_q5_k, 256, 0, 2),
+    "Q4_K": _run(_q4_k, 256, 0, 2, flags=(False,)),
+    "Q5_K": _run(_q4_k, 256, 0, 2, flags=(True,)),
     "Q6_K": _run(_q6_k, 256, 208),
 }

@@ -11,7 +11,7 @@ import pytest
 
 from converters import ROOT
 from converters.acceptance.accept import accept_written
-from converters.cli import main
+from tests.cli.test_cli_contract import run
 from tinymodels import qwen35
 
 
@@ -34,12 +34,6 @@ class Recorder:
 
     def finish(self, label, status, seconds):
         self.events.append(("finish", label, status, seconds))
-
-
-def run(capsys, *argv) -> tuple[int, str, str]:
-    rc = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return rc, out.out, out.err
 
 
 def test_every_gate_reports_start_steps_and_end(gguf, tmp_path, capsys):
