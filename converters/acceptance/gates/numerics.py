@@ -34,6 +34,8 @@ in one layer give 0.961-0.971: caught in the exact and 16-bit classes, left to g
 from __future__ import annotations
 
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -139,6 +141,25 @@ def describe_layers(layers: list[int], n_layers: int) -> str:
     return f"{len(layers)} of {n_layers} layers: {', '.join(runs)}"
 
 
+def _both_forwards(source, artifact, tokens, layers: list[int], progress) -> tuple[np.ndarray, np.ndarray]:
+    """The source's and the artifact's logits (each ``(config, parameters)``), computed side by side on two
+    threads: they share nothing but the tokens, and their decoders and matrix products release the GIL, so
+    on two cores the pair takes about the time of one (docs/acceptance.md §Golden at scale). ``progress(done,
+    total)`` counts the steps of both (each: every layer, then the head)."""
+    total, done, lock = 2 * (len(layers) + 1), [0], threading.Lock()
+
+    def tick(_n: int) -> None:
+        with lock:
+            done[0] += 1
+            if progress is not None:
+                progress(done[0], total)
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="golden") as pool:
+        runs = [pool.submit(forward, config, params, tokens, dtype=DTYPE, layers=layers, progress=tick)
+                for config, params in (source, artifact)]
+        return runs[0].result(), runs[1].result()
+
+
 def check_golden(art, model, art_config, *, sweep: bool = False, progress=None) -> tuple[list[Finding], dict]:
     """Gate 7 on the text component; (issues, evidence). ``progress(done, total)`` after each forward step."""
     try:
@@ -167,10 +188,7 @@ def check_golden(art, model, art_config, *, sweep: bool = False, progress=None) 
     got = LazyParameters(shapes_art, artifact_rows, ROW_VIEWS)
     tokens = golden_tokens(spec_src.vocab_size)
     layers, truncated = golden_layers(spec_src, shapes_src, sweep)
-    steps = len(layers) + 1
-    tick = (lambda offset: (lambda n: progress(offset + n, 2 * steps))) if progress is not None else (lambda _: None)
-    reference = forward(model.config, src, tokens, dtype=DTYPE, layers=layers, progress=tick(0))
-    candidate = forward(art_config, got, tokens, dtype=DTYPE, layers=layers, progress=tick(steps))
+    reference, candidate = _both_forwards((model.config, src), (art_config, got), tokens, layers, progress)
     metrics = compare_logits(reference, candidate)
     th = precision_class(art, shapes_art)
     evidence = {"tokens": [int(t) for t in tokens], "layers": layers, "truncated": truncated,

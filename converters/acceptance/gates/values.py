@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -222,11 +223,11 @@ def _check_one(art, name: str, a: ArtifactRows, s: SourceRows, spec, out: Values
     rule = library_rule(art, a.objects) if exact else None
     st = Stats(rule=rule)
     if head_slices is not None:
-        g, w = a.rows(0, a.n_rows), s.rows(0, s.n_rows)
+        g, w = _side_by_side(a, s, 0, a.n_rows)
         st.add(g, w)
     else:
         for r0, r1 in row_blocks(a.n_rows, a.k):
-            st.add(a.rows(r0, r1), s.rows(r0, r1))
+            st.add(*_side_by_side(a, s, r0, r1))
     ok_values = _judge_values(name, st, exact, exactness, tol, encoder, formats, out)
     ok_order = True
     limit = rule.row_limit if rule is not None else None
@@ -246,6 +247,15 @@ def _check_one(art, name: str, a: ArtifactRows, s: SourceRows, spec, out: Values
     worst_row = float(np.max(rows[0])) if rows is not None and rows[0].size else None
     out.checked.append(ParameterCheck(name, exactness, formats, st.cosine, st.max_abs, st.max_rel, worst_row,
                                       ok_values, ok_order, rule))
+
+
+def _side_by_side(a: ArtifactRows, s: SourceRows, r0: int, r1: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``[r0, r1)`` of the artifact and of the source, the source's decoded on a second thread meanwhile
+    (both decoders release the GIL: on two cores a block takes about the time of one side)."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="values-source") as pool:
+        want = pool.submit(s.rows, r0, r1)
+        got = a.rows(r0, r1)
+        return got, want.result()
 
 
 def _judge_values(name, st: Stats, exact: bool, exactness: str, tol, encoder: str, formats, out) -> bool:
