@@ -11,6 +11,7 @@ leaves the artifact in place (it is complete and valid as a container; its value
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,7 @@ class Acceptance:
     sweep: bool
     finish: str = ""  # the convert verify command that repeats this acceptance (record.finish_command)
     record: dict | None = None  # the acceptance record written beside the artifact, if one was
+    seconds: float = 0.0  # wall time of the whole acceptance
 
     @property
     def verdict(self) -> str:
@@ -60,6 +62,9 @@ class Acceptance:
     def lines(self) -> list[str]:
         """The verdict line, then one line per failed gate and the next step (docs/cli.md §Build then accept)."""
         layers = "every layer" if self.sweep else "sampled layers (--verify-sweep: every layer)"
+        golden = self.report.gate(7).evidence
+        if golden.get("truncated"):  # a truncated reference forward (docs/acceptance.md §Golden at scale)
+            layers += f"; golden forward through {golden['layers_run']}"
         head = f"ACCEPT: {self.verdict.upper()} (convert verify, {len(self.report.gates)} gates, {layers})"
         if self.verdict == "fail":  # what is on disk, last (docs/cli.md §Build then accept)
             head += f": {self.output} written, NOT accepted; full report: {self.finish}{'' if self.sweep else ' --sweep'}"
@@ -77,16 +82,21 @@ class Acceptance:
 
     def to_json(self) -> dict:
         """The ``acceptance`` block of the conversion document."""
+        golden = self.report.gate(7).evidence
         return {"verdict": self.verdict, "sweep": self.sweep, "failures": self.failures(),
-                "gates": [{"gate": g.number, "title": g.title, "status": g.status} for g in self.report.gates],
+                "gates": [{"gate": g.number, "title": g.title, "status": g.status, "seconds": round(g.seconds, 3)}
+                          for g in self.report.gates], "seconds": round(self.seconds, 3),
+                **({"golden_layers": golden["layers_run"], "golden_truncated": golden["truncated"]}
+                   if "layers_run" in golden else {}),
                 **({"next": self.next_step()} if self.verdict == "fail" else {}),
                 **({"record": self.record["record"], "accepted": self.record["accepted"]} if self.record else {})}
 
 
 def accept_written(output, source, *, inputs: dict | None = None, template=None, sweep: bool = False,
-                   record_by: str | None = None) -> Acceptance:
+                   record_by: str | None = None, progress=None) -> Acceptance:
     """Run the verify gates on the artifact just written at ``output`` against ``source`` (and the
-    components' ``inputs`` and the ``template``, as the conversion read them); every layer with ``sweep``.
+    components' ``inputs`` and the ``template``, as the conversion read them); every layer with ``sweep``;
+    ``progress`` as for :func:`~converters.acceptance.gates.verify.verify`.
 
     With ``record_by`` (the command, e.g. ``convert gguf2ninfer``) the acceptance record beside ``output``
     is written before the gates run and replaced with their verdict; an interrupt (``KeyboardInterrupt``,
@@ -107,15 +117,17 @@ def accept_written(output, source, *, inputs: dict | None = None, template=None,
         return {**doc, "record": record.record_path(output).name}
 
     note("accepting")
+    started = time.perf_counter()
     try:
-        report = verify(output, source, inputs=inputs or None, sweep=sweep, template=template)
+        report = verify(output, source, inputs=inputs or None, sweep=sweep, template=template, progress=progress)
     except KeyboardInterrupt as exc:
         note("interrupted", reason=getattr(exc, "signal_name", None) or "Ctrl-C")
         raise
     except Exception as exc:
         note("error", reason=str(exc))
         raise
-    return Acceptance(Path(output), Path(source), report, sweep, finish, note("judged", report=report))
+    seconds = time.perf_counter() - started
+    return Acceptance(Path(output), Path(source), report, sweep, finish, note("judged", report=report), seconds)
 
 
 def artifact_id_of(output) -> str | None:

@@ -47,6 +47,7 @@ from converters.cli.output import (
     console,
     emit_json,
     err_console,
+    gate_progress,
     interrupt_document,
     interrupt_name,
     interrupt_reported,
@@ -79,6 +80,8 @@ def render_outcome(outcome, options, json_out: bool, acceptance=None, *, allow_r
     summary = outcome.summary if isinstance(outcome, StagedRun) else outcome.summary()
     if acceptance is not None:
         summary = {**summary, "verdict": acceptance.verdict, "acceptance": acceptance.to_json()}
+        if "seconds" in summary:  # the whole command's work: writing and acceptance
+            summary["total_seconds"] = round(summary["seconds"] + acceptance.seconds, 3)
     if json_out:
         emit_json({**summary, "objects_detail": outcome.object_rows()} if options.dry_run else summary)
         if not allow_requantize:
@@ -229,6 +232,9 @@ def print_summary(s: dict) -> None:
         rows.append(["only layer", s["only_layer"]])
     if not s["dry_run"]:
         rows += [["artifact_id", s["artifact_id"]], ["files", len(s["files"])], ["seconds", f"{s['seconds']:,.3f}"]]
+        if "total_seconds" in s:  # acceptance ran (docs/acceptance.md §Progress)
+            rows += [["acceptance seconds", f"{s['acceptance']['seconds']:,.3f}"],
+                     ["total seconds", f"{s['total_seconds']:,.3f} (writing and acceptance)"]]
         if s.get("write_bytes_per_second"):  # the progress bar's figure: bytes written while writing
             rows.append(["throughput", f"{s['write_bytes_per_second'] / 1e6:,.1f} MB/s writing "
                          f"({s['write_seconds']:,.3f} s); {s['bytes_per_second'] / 1e6:,.1f} MB/s overall "
@@ -369,8 +375,9 @@ def _accept(options, template, sweep: bool, json_out: bool, command_name: str):
     from ninfer_core.errors import NinferError
 
     try:
-        return accept_written(options.output, options.source, inputs=options.inputs, template=template,
-                              sweep=sweep, record_by=command_name)
+        with gate_progress(disable=json_out) as bar:
+            return accept_written(options.output, options.source, inputs=options.inputs, template=template,
+                                  sweep=sweep, record_by=command_name, progress=bar)
     except NinferError as exc:
         report_error(exc, json_out=json_out)
         line = record.describe(options.output, record.read(options.output, artifact_id_of(options.output)))

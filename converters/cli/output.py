@@ -1,5 +1,5 @@
 """Shared pieces of every ``convert`` command: the typer app, one output sink (JSON or rich tables),
-error reporting on stderr, and the progress bar for long work.
+error reporting on stderr, and the progress bars for long work (bytes written; acceptance gates).
 
 Commands print machine output with :func:`emit_json` (stdout, exactly one JSON document) and human
 output with :data:`console` (stdout) — never both; diagnostics and errors go to :data:`err_console`.
@@ -23,6 +23,7 @@ from rich.progress import (
     DownloadColumn,
     Progress,
     TextColumn,
+    TimeElapsedColumn,
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
@@ -205,6 +206,46 @@ def byte_progress(disable: bool = False) -> Progress:
         disable=disable,
         transient=False,
     )
+
+
+class GateBars:
+    """The acceptance bar (:class:`~converters.acceptance.progress.GateProgress`): one line per gate, ``verify 4/7
+    values``, with its steps where the gate counts them and its elapsed time; a finished gate keeps its line
+    with its status and seconds (docs/acceptance.md §Progress). A context manager: the bar shows only inside
+    it, and only when ``disable`` is false."""
+
+    def __init__(self, disable: bool = False) -> None:
+        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[count]}"),
+                            TimeElapsedColumn(), console=err_console, disable=disable, transient=False)
+        self.task = None
+        self.n_gates = 0
+
+    def __enter__(self) -> GateBars:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.stop()
+
+    def start(self, kind: str, label: str, title: str) -> None:
+        from converters.acceptance.registry import gates_of
+
+        self.n_gates = len(gates_of(kind))
+        self.task = self.bar.add_task(f"{kind} {label}/{self.n_gates} {title}", total=None, count="")
+
+    def step(self, done: int, total: int) -> None:
+        if self.task is not None:
+            self.bar.update(self.task, completed=done, total=total, count=f"{done}/{total}")
+
+    def finish(self, label: str, status: str, seconds: float) -> None:
+        if self.task is not None:
+            self.bar.update(self.task, completed=1, total=1, count=status)
+            self.task = None
+
+
+def gate_progress(disable: bool = False) -> GateBars:
+    """The acceptance bar on stderr (:class:`GateBars`)."""
+    return GateBars(disable=disable)
 
 
 def _print_version(ctx, value: bool) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 import typer
 
 from converters.acceptance import record
-from converters.cli.output import command, console, emit_json, err_console, table
+from converters.cli.output import command, console, emit_json, err_console, gate_progress, table
 from converters.errors import ConverterError
 
 #: what ``--source`` may be (:mod:`converters.sources.kind`): what the conversion commands read.
@@ -112,7 +112,8 @@ def verify_cmd(
                                  param_hint="--source")
     if template is not None and not template.exists():
         raise ConverterError("template does not exist", file=str(template), rule="verify_template")
-    report = verify(artifact, source, inputs=inputs, sweep=sweep, layers=chosen, template=template)
+    with gate_progress(disable=json_out) as bar:
+        report = verify(artifact, source, inputs=inputs, sweep=sweep, layers=chosen, template=template, progress=bar)
     rec, note = _record(artifact, source, inputs, template, sweep, report)
     if json_out:
         emit_json({**report.to_json(), "acceptance_record": rec})

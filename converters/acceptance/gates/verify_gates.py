@@ -200,7 +200,7 @@ def golden_numerics(run, g):
             any(f.code == "VERIFY_PARAMETER_UNREADABLE" and _is_text(f.path) for f in earlier.gate(4).findings):
         g.skip("text bindings missing or unreadable (gates 2/4); the forward pass needs every text parameter")
     else:
-        golden, evidence = guarded(g, found, lambda: check_golden(art, run.model, run.config), ([], {}))
+        golden, evidence = guarded(g, found, lambda: check_golden(art, run.model, run.config, sweep=run.sweep, progress=run.step), ([], {}))
         found += golden
         g.evidence.update(evidence)
         g.check("forward_source", "forward_artifact", "top1", "cosine", "max_abs_error")
@@ -259,7 +259,7 @@ def compare_parameters(run):
     """Gates 4 and 5's one pass over the compared parameters (:func:`~converters.acceptance.gates.values.check_parameters`)."""
     extra, run.proposal_note = proposal_targets(run.artifact, run.model, run.token_ids)
     return check_parameters(run.artifact, bound_targets(run.model, run.compared) + extra,
-                            head_geometries(run.config, run.model))
+                            head_geometries(run.config, run.model), progress=run.step)
 
 
 def _is_text(path: str | None) -> bool:
