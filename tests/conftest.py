@@ -53,3 +53,10 @@ def made(tmp_path_factory):
                 w.write_object(oid, codecs.encode("bf16", "contiguous_le_v1", arr))
             w.write_object("frontend/vision/preprocessor_config.json", processor)
     return d
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp_dir(tmp_path, monkeypatch):
+    """Every test runs in its own empty working directory: commands that write to the working directory by
+    default (``convert validate``'s validation.json) never write into the repository."""
+    monkeypatch.chdir(tmp_path)

@@ -6,7 +6,9 @@ Depends only on numpy, gguf and safetensors, never on the code under test (``nin
 ``write_hf_dir()`` and ``write_gguf()``; ``MOE = True`` where it takes expert layouts. Components:
 :mod:`tinymodels.mtp` (Qwen3.5 MTP head), :mod:`tinymodels.vision` (vision tower, mmproj GGUF),
 :mod:`tinymodels.dflash` (z-lab drafters), :mod:`tinymodels.bonsai` (ternary GGUFs, packers in
-:mod:`tinymodels.ternary_blocks`), :mod:`tinymodels.token_counts` (proposal shortlist counts).
+:mod:`tinymodels.ternary_blocks`), :mod:`tinymodels.token_counts` (proposal shortlist counts). Real geometries:
+:mod:`tinymodels.real` builds these models from the published ``config.json`` of real checkpoints
+(``real_configs/``, docs/architectures.md §Real geometries).
 Command line: ``python -m tinymodels MODEL --hf DIR --gguf FILE`` (see :mod:`tinymodels.__main__`).
 """
 

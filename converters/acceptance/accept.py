@@ -4,11 +4,14 @@
 on what they wrote, against the same source, inputs and template, and end with one verdict line.
 :func:`accept_written` is that step; :class:`Acceptance` says what it found: the verdict, and for every
 failed gate its first failing parameter and where its threshold is documented. A failed acceptance
-leaves the artifact in place (it is complete and valid as a container; its values are not accepted).
+leaves the artifact in place (it is complete and valid as a container; its values are not accepted). With
+``record_by`` the acceptance record beside the artifact (:mod:`converters.acceptance.record`) says so:
+``accepting`` before the gates run, then the verdict, or ``interrupted`` / ``error`` when they are stopped.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +29,9 @@ class Acceptance:
     source: Path
     report: object  # converters.acceptance.gates.verify.VerifyReport
     sweep: bool
+    finish: str = ""  # the convert verify command that repeats this acceptance (record.finish_command)
+    record: dict | None = None  # the acceptance record written beside the artifact, if one was
+    seconds: float = 0.0  # wall time of the whole acceptance
 
     @property
     def verdict(self) -> str:
@@ -56,7 +62,12 @@ class Acceptance:
     def lines(self) -> list[str]:
         """The verdict line, then one line per failed gate and the next step (docs/cli.md §Build then accept)."""
         layers = "every layer" if self.sweep else "sampled layers (--verify-sweep: every layer)"
+        golden = self.report.gate(7).evidence
+        if golden.get("truncated"):  # a truncated reference forward (docs/acceptance.md §Golden at scale)
+            layers += f"; golden forward through {golden['layers_run']}"
         head = f"ACCEPT: {self.verdict.upper()} (convert verify, {len(self.report.gates)} gates, {layers})"
+        if self.verdict == "fail":  # what is on disk, last (docs/cli.md §Build then accept)
+            head += f": {self.output} written, NOT accepted; full report: {self.finish}{'' if self.sweep else ' --sweep'}"
         if self.verdict == "incomplete":
             skipped = [f"gate {g.number} {g.title}: {g.skipped}" for g in self.report.gates if g.skipped]
             head += "; skipped " + "; ".join(skipped)
@@ -71,16 +82,61 @@ class Acceptance:
 
     def to_json(self) -> dict:
         """The ``acceptance`` block of the conversion document."""
+        golden = self.report.gate(7).evidence
         return {"verdict": self.verdict, "sweep": self.sweep, "failures": self.failures(),
-                "gates": [{"gate": g.number, "title": g.title, "status": g.status} for g in self.report.gates],
-                **({"next": self.next_step()} if self.verdict == "fail" else {})}
+                "gates": [{"gate": g.number, "title": g.title, "status": g.status, "seconds": round(g.seconds, 3)}
+                          for g in self.report.gates], "seconds": round(self.seconds, 3),
+                **({"golden_layers": golden["layers_run"], "golden_truncated": golden["truncated"]}
+                   if "layers_run" in golden else {}),
+                **({"next": self.next_step()} if self.verdict == "fail" else {}),
+                **({"record": self.record["record"], "accepted": self.record["accepted"]} if self.record else {})}
 
 
-def accept_written(output, source, *, inputs: dict | None = None, template=None, sweep: bool = False) -> Acceptance:
+def accept_written(output, source, *, inputs: dict | None = None, template=None, sweep: bool = False,
+                   record_by: str | None = None, progress=None) -> Acceptance:
     """Run the verify gates on the artifact just written at ``output`` against ``source`` (and the
-    components' ``inputs`` and the ``template``, as the conversion read them); every layer with ``sweep``."""
+    components' ``inputs`` and the ``template``, as the conversion read them); every layer with ``sweep``;
+    ``progress`` as for :func:`~converters.acceptance.gates.verify.verify`.
+
+    With ``record_by`` (the command, e.g. ``convert gguf2ninfer``) the acceptance record beside ``output``
+    is written before the gates run and replaced with their verdict; an interrupt (``KeyboardInterrupt``,
+    SIGTERM included: :func:`converters.cli.output.interrupts`) or an error stops them with the record saying
+    so, and is raised again."""
+    from converters.acceptance import record
     from converters.acceptance.gates.verify import verify
 
     inputs = {k: v for k, v in (inputs or {}).items() if v}
-    report = verify(output, source, inputs=inputs or None, sweep=sweep, template=template)
-    return Acceptance(Path(output), Path(source), report, sweep)
+    finish = record.finish_command(output, source, inputs=inputs, template=template, sweep=sweep)
+    aid = artifact_id_of(output) if record_by is not None else None
+
+    def note(state: str, **kw) -> dict | None:
+        if aid is None:
+            return None
+        doc = record.make(aid, output, state=state, by=record_by, finish=finish, **kw)
+        record.write(output, doc)
+        return {**doc, "record": record.record_path(output).name}
+
+    note("accepting")
+    started = time.perf_counter()
+    try:
+        report = verify(output, source, inputs=inputs or None, sweep=sweep, template=template, progress=progress)
+    except KeyboardInterrupt as exc:
+        note("interrupted", reason=getattr(exc, "signal_name", None) or "Ctrl-C")
+        raise
+    except Exception as exc:
+        note("error", reason=str(exc))
+        raise
+    seconds = time.perf_counter() - started
+    return Acceptance(Path(output), Path(source), report, sweep, finish, note("judged", report=report), seconds)
+
+
+def artifact_id_of(output) -> str | None:
+    """The ID of the artifact at ``output`` (its directory only), or None when it cannot be opened."""
+    from ninfer_core import open_artifact
+    from ninfer_core.errors import NinferError
+
+    try:
+        with open_artifact(output) as art:
+            return art.artifact_id
+    except (NinferError, OSError):
+        return None

@@ -62,7 +62,7 @@ from converters.acceptance.registry import GateContext, gate, new_report, run_ga
 from converters.acceptance.report import SCHEMA_CHECK, Report
 from converters.mapping.recipes import load_recipe
 from converters.model.engine import open_model
-from converters.pipeline.convert import plan_conversion, template_recipe
+from converters.pipeline.convert import conversion_recipe, plan_conversion
 from converters.pipeline.planned import PlannedTensor
 from converters.pipeline.produce import Producer
 from converters.pipeline.template import BorrowedObject, apply_template
@@ -501,8 +501,9 @@ def run_check(gguf, *, template=None, recipe=None, components=("text",), workers
     tpl = open_artifact(template) if template is not None else None
     report = new_report("check", SCHEMA_CHECK)
     try:
-        rec = load_recipe(recipe if recipe is not None else template_recipe(tpl))
+        named = load_recipe(recipe) if recipe is not None else None
         with open_model(source if source is not None else gguf, components=components) as model:
+            rec = conversion_recipe(named, tpl, model.source)  # as a conversion chooses it (docs/ternary.md §1)
             plan = plan_conversion(model, rec)
             objects = apply_template(plan, tpl) if tpl is not None else list(plan.objects)
             report.sections.update(source=str(model.source.path), recipe=rec.name,

@@ -66,6 +66,7 @@ Semantics, as read in transformers (``models/qwen3_5/modeling_qwen3_5.py`` @009e
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -244,8 +245,8 @@ def rope(x: np.ndarray, positions: np.ndarray, rotary_dim: int, theta: float,
                                               mrope_section)
     else:
         freqs = positions[:, None].astype(np.float64) * inv_freq[None, :]
-    cos = np.cos(np.concatenate([freqs, freqs], axis=-1))[:, None, :]
-    sin = np.sin(np.concatenate([freqs, freqs], axis=-1))[:, None, :]
+    cos = np.cos(np.concatenate([freqs, freqs], axis=-1))[:, None, :].astype(x.dtype)  # angles in float64, the
+    sin = np.sin(np.concatenate([freqs, freqs], axis=-1))[:, None, :].astype(x.dtype)  # rotation in x's dtype
     rot = x[..., :rotary_dim]
     rotated_half = np.concatenate([-rot[..., half:], rot[..., :half]], axis=-1)
     return np.concatenate([rot * cos + rotated_half * sin, x[..., rotary_dim:]], axis=-1)
@@ -267,7 +268,7 @@ def attention(x: np.ndarray, w: Mapping[str, np.ndarray], spec: TextSpec, positi
     q = rope(q, positions, spec.rotary_dim, spec.rope_theta, spec.mrope_section)
     k = rope(k, positions, spec.rotary_dim, spec.rope_theta, spec.mrope_section)
     k, v = np.repeat(k, nh // nkv, axis=1), np.repeat(v, nh // nkv, axis=1)
-    scores = np.einsum("thd,shd->hts", q, k) / np.sqrt(hd)
+    scores = np.einsum("thd,shd->hts", q, k) / math.sqrt(hd)  # a Python float keeps x's dtype
     scores = np.where(np.tri(t, dtype=bool)[None], scores, -np.inf)
     probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
     probs /= probs.sum(axis=-1, keepdims=True)
@@ -306,7 +307,7 @@ def gated_delta_net(x: np.ndarray, w: Mapping[str, np.ndarray], spec: TextSpec) 
     q = l2_normalize(mixed[:, : hk * dk].reshape(t, hk, dk))
     k = l2_normalize(mixed[:, hk * dk : 2 * hk * dk].reshape(t, hk, dk))
     v = mixed[:, 2 * hk * dk :].reshape(t, hv, dv)
-    q = np.repeat(q, hv // hk, axis=1) / np.sqrt(dk)
+    q = np.repeat(q, hv // hk, axis=1) / math.sqrt(dk)
     k = np.repeat(k, hv // hk, axis=1)
     beta = sigmoid(x @ w["b"].T)
     g = -np.exp(w["a_log"]) * np.logaddexp(0.0, x @ w["a"].T + w["dt_bias"])
@@ -315,8 +316,16 @@ def gated_delta_net(x: np.ndarray, w: Mapping[str, np.ndarray], spec: TextSpec) 
     return gated_rms_norm(core, w["norm"], z, spec.rms_norm_eps).reshape(t, hv * dv) @ w["output"].T
 
 
-def swiglu_mlp(x: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray) -> np.ndarray:
-    return (silu(x @ gate.T) * (x @ up.T)) @ down.T
+def swiglu_mlp(x: np.ndarray, gate, up, down) -> np.ndarray:
+    """``down(silu(gate(x))·up(x))``; each weight an array or a function giving it, called when the product
+    needs it (so that one of the three matrices is in memory at a time)."""
+    a = silu(x @ _value(gate).T)
+    a *= x @ _value(up).T
+    return a @ _value(down).T
+
+
+def _value(w) -> np.ndarray:
+    return w() if callable(w) else w
 
 
 def route(logits: np.ndarray, top_k: int, normalise: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -336,12 +345,16 @@ def sparse_moe(x: np.ndarray, p: Callable[[str], np.ndarray], prefix: str, moe: 
     for e in np.unique(experts):  # only routed experts are read; a token takes each expert at most once
         tokens, slot = np.nonzero(experts == e)
         w = f"{prefix}experts/{e}/"
-        out[tokens] += weights[tokens, slot][:, None] * swiglu_mlp(x[tokens], p(w + "gate"), p(w + "up"), p(w + "down"))
+        out[tokens] += weights[tokens, slot][:, None] * swiglu_mlp(x[tokens], *_getters(p, w))
     if moe.shared_intermediate_size:
-        s = prefix + "shared_expert/"
-        shared = swiglu_mlp(x, p(s + "gate"), p(s + "up"), p(s + "down"))
+        shared = swiglu_mlp(x, *_getters(p, prefix + "shared_expert/"))
         out += sigmoid(x @ p(prefix + "shared_expert_gate").T) * shared
     return out
+
+
+def _getters(p: Callable[[str], np.ndarray], prefix: str) -> tuple[Callable[[], np.ndarray], ...]:
+    """The ``gate``, ``up`` and ``down`` weights under ``prefix``, each read when called."""
+    return tuple((lambda n=prefix + leaf: p(n)) for leaf in ("gate", "up", "down"))
 
 
 # ---- the model -------------------------------------------------------------------------------------
@@ -418,16 +431,25 @@ class _Parameters:
         return value
 
     def __call__(self, name: str) -> np.ndarray:
-        return np.asarray(self.raw(name)).astype(self.dtype)
+        return np.asarray(self.raw(name)).astype(self.dtype, copy=False)
 
     def leaves(self, prefix: str) -> dict[str, np.ndarray]:
         return {name[len(prefix):]: self(name) for name in self.shapes if name.startswith(prefix)}
 
 
 def forward(config: Mapping, params: Mapping[str, np.ndarray], tokens: Sequence[int],
-            *, dtype: type = np.float64) -> np.ndarray:
-    """Logits ``[len(tokens), vocab_size]`` of the text model at positions ``0..T-1``."""
+            *, dtype: type = np.float64, layers: Sequence[int] | None = None,
+            progress: Callable[[int], None] | None = None) -> np.ndarray:
+    """Logits ``[len(tokens), vocab_size]`` of the text model at positions ``0..T-1``.
+
+    ``layers``: run only these decoder layers, in this order (a truncated forward, docs/acceptance.md §Golden
+    at scale: the embedding, the listed layers, the final norm and the head); default every layer.
+    ``progress(n)`` is called after each layer and after the head with the number of steps done."""
     spec = TextSpec.from_config(config)
+    run = range(len(spec.layer_types)) if layers is None else list(layers)
+    if any(not 0 <= n < len(spec.layer_types) for n in run):
+        raise ConversionError(f"layers {list(run)} outside 0..{len(spec.layer_types) - 1}", json_path="layers",
+                              rule="golden_layers")
     p = _Parameters(params, spec, np.dtype(dtype))
     ids = np.asarray(tokens, dtype=np.int64)
     if ids.ndim != 1 or ids.size == 0 or ids.min() < 0 or ids.max() >= spec.vocab_size:
@@ -436,8 +458,8 @@ def forward(config: Mapping, params: Mapping[str, np.ndarray], tokens: Sequence[
     positions = np.arange(ids.size)
     zc, eps = spec.zero_centred_norms, spec.rms_norm_eps
     h = np.asarray(p.raw("text/token_embedding")[ids]).astype(p.dtype)
-    for layer, kind in enumerate(spec.layer_types):
-        pre = f"text/layers/{layer}/"
+    for done, layer in enumerate(run, 1):
+        kind, pre = spec.layer_types[layer], f"text/layers/{layer}/"
         x = rms_norm(h, p(pre + "input_norm"), eps, zero_centred=zc)
         if kind == "full_attention":
             h = h + attention(x, p.leaves(pre + "attention/"), spec, positions)
@@ -447,12 +469,17 @@ def forward(config: Mapping, params: Mapping[str, np.ndarray], tokens: Sequence[
         if spec.sparse(layer):
             h = h + sparse_moe(x, p, pre + "moe/", spec.moe)
         else:
-            h = h + swiglu_mlp(x, p(pre + "mlp/gate"), p(pre + "mlp/up"), p(pre + "mlp/down"))
+            h = h + swiglu_mlp(x, *_getters(p, pre + "mlp/"))
+        if progress is not None:
+            progress(done)
     h = rms_norm(h, p("text/final_norm"), eps, zero_centred=zc)
     head = p.raw("text/output_head")
     logits = np.empty((ids.size, spec.vocab_size), dtype=p.dtype)
     for start in range(0, spec.vocab_size, HEAD_ROWS):  # bounded memory for large vocabularies
-        logits[:, start : start + HEAD_ROWS] = h @ np.asarray(head[start : start + HEAD_ROWS]).astype(p.dtype).T
+        logits[:, start : start + HEAD_ROWS] = h @ np.asarray(head[start : start + HEAD_ROWS]).astype(p.dtype,
+                                                                                                     copy=False).T
+    if progress is not None:
+        progress(len(run) + 1)
     return logits
 
 

@@ -8,7 +8,8 @@ output (verify's and check's numbers, validate's letters A–F), its title, what
 It records the checks it ran, its evidence and any skip reason on ``gate`` (the report's
 :class:`~converters.acceptance.report.Gate`) and returns its findings. A command is the loop
 :func:`run_gates`: the registered gates of its kind, in label order, each timed, its findings filed in the
-report. The modules that define a kind's gates register them when imported:
+report, and a :class:`~converters.acceptance.progress.GateProgress` attached to the context told of each gate's
+start, steps and end. The modules that define a kind's gates register them when imported:
 :mod:`converters.acceptance.check` (check), :mod:`converters.acceptance.gates.verify_gates` (verify) and
 :mod:`converters.acceptance.validate_ninfer` (validate).
 """
@@ -20,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from converters.acceptance.gates.codes import finding
+from converters.acceptance.progress import GateProgress
 from converters.acceptance.report import Finding, Gate, Report
 from converters.errors import ConverterError
 from ninfer_core.errors import NinferError
@@ -77,9 +79,15 @@ class GateContext:
     letters) instead of under the gate that reported them (verify, check)."""
 
     files_by_code = False
+    progress: GateProgress | None = None  # told when each gate starts and ends, and of its steps (progress.py)
 
     def __init__(self, report: Report):
         self.report = report
+
+    def step(self, done: int, total: int) -> None:
+        """The running gate has done ``done`` of ``total`` units of its work (shown when a bar is attached)."""
+        if self.progress is not None:
+            self.progress.step(done, total)
 
     def has(self, need: str) -> bool:
         raise NotImplementedError
@@ -93,11 +101,15 @@ def run_gates(kind: str, ctx: GateContext) -> Report:
     """Run ``kind``'s registered gates in order on ``ctx`` and return its report."""
     for spec in gates_of(kind):
         target = ctx.report.gate(spec.label)
+        if ctx.progress is not None:
+            ctx.progress.start(kind, spec.label, spec.title)
         t0 = time.perf_counter()
         need = next((n for n in spec.needs if not ctx.has(n)), None)
         found = ctx.unmet(target, need) if need is not None else spec.run(ctx, target)
         ctx.report.extend(found, None if ctx.files_by_code else target.name)
         target.seconds += time.perf_counter() - t0
+        if ctx.progress is not None:
+            ctx.progress.finish(spec.label, target.status, target.seconds)
     return ctx.report
 
 

@@ -47,18 +47,32 @@ def validate_path(path: Path, *, context: int | None = None, batch: int | None =
     return module.validate_ninfer(path, context=context, batch=batch)
 
 
+#: where ``convert validate`` without ``-o`` writes: the first of these names free in the working directory
+DEFAULT_REPORT_NAMES = ("validation.json", *(f"validation-{i}.json" for i in range(2, 1000)))
+
+
+def default_report_target(directory: Path = Path(".")) -> Path:
+    """``validation.json`` in ``directory``, or ``validation-2.json``, ``-3``… when taken: every validation
+    produces its report and none replaces another (docs/validation-report.md §Where the report goes)."""
+    import os
+
+    for name in DEFAULT_REPORT_NAMES:
+        if not os.path.lexists(directory / name):
+            return directory / name
+    raise report_exists(directory / DEFAULT_REPORT_NAMES[-1])
+
+
 def validate_to(path: Path, *, output: Path | None = None, sanitized: bool = False, context: int | None = None,
                 batch: int | None = None, fast: bool = False):
     """``convert validate`` as one call: refuse an existing ``output`` before validating, run
-    :func:`validate_path`, publish the report's JSON (``sanitized``: shareable) to ``output`` when given.
-    Returns the report and that JSON document."""
+    :func:`validate_path`, publish the report's JSON (``sanitized``: shareable) to ``output`` (``None``: a
+    free name from :func:`default_report_target`). Returns the report, that JSON document and the file."""
     if output is not None:
         refuse_existing_report(output)
     report = validate_path(path, context=context, batch=batch, fast=fast)
     doc = report.to_json(sanitized=sanitized)
-    if output is not None:
-        write_report(output, doc)
-    return report, doc
+    target = write_report(output if output is not None else default_report_target(), doc)
+    return report, doc, target
 
 
 def report_exists(target: Path) -> ConverterError:

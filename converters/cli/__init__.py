@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     json_out = "--json" in args
     _load_commands()
     try:
-        code = app(args=args, standalone_mode=False)
+        code = app(args=args, standalone_mode=False, obj={"argv": args})
     except NinferError as exc:
         report_error(exc, json_out=json_out)
         return 1

@@ -41,9 +41,24 @@ from pathlib import Path
 
 import typer
 
-from converters.cli.output import byte_progress, command, console, emit_json, table
+from converters.cli.output import (
+    byte_progress,
+    command,
+    console,
+    emit_json,
+    err_console,
+    gate_progress,
+    interrupt_document,
+    interrupt_name,
+    interrupt_reported,
+    interrupts,
+    report_error,
+    table,
+)
 
-SOURCE_HELP = {"gguf": "GGUF file to convert.", "hf": "HF checkpoint directory (config.json, safetensors, tokenizer)."}
+SOURCE_HELP = {"gguf": "GGUF file to convert (any shard of a gguf-split set reads the whole set; default: "
+                       "$NINFER_TERNARY_GGUF, when only OUTPUT is given).",
+               "hf": "HF checkpoint directory (config.json, safetensors, tokenizer)."}
 
 
 def _components(text: str) -> tuple[str, ...]:
@@ -53,9 +68,10 @@ def _components(text: str) -> tuple[str, ...]:
     return comps
 
 
-def render_outcome(outcome, options, json_out: bool, acceptance=None) -> None:
+def render_outcome(outcome, options, json_out: bool, acceptance=None, *, allow_requantize: bool = True) -> None:
     """What :func:`converters.scaleout.run.run_conversion` did: the summary (with ``--dry-run`` the plan
-    first), or what ``--plan-only`` staged; then the acceptance's verdict (docs/cli.md §Build then accept)."""
+    first), or what ``--plan-only`` staged; the requantization warning unless ``allow_requantize``; then the
+    acceptance's verdict (docs/cli.md §Build then accept)."""
     from converters.scaleout.run import StagedRun
 
     if isinstance(outcome, StagedRun) and outcome.staged is not None:
@@ -64,8 +80,12 @@ def render_outcome(outcome, options, json_out: bool, acceptance=None) -> None:
     summary = outcome.summary if isinstance(outcome, StagedRun) else outcome.summary()
     if acceptance is not None:
         summary = {**summary, "verdict": acceptance.verdict, "acceptance": acceptance.to_json()}
+        if "seconds" in summary:  # the whole command's work: writing and acceptance
+            summary["total_seconds"] = round(summary["seconds"] + acceptance.seconds, 3)
     if json_out:
         emit_json({**summary, "objects_detail": outcome.object_rows()} if options.dry_run else summary)
+        if not allow_requantize:
+            warn_requantize(summary)
         return
     if isinstance(outcome, StagedRun):
         print_summary(summary)
@@ -78,7 +98,25 @@ def render_outcome(outcome, options, json_out: bool, acceptance=None) -> None:
         console.print(table(f"plan: {Path(options.output).name} (nothing written)",
                             ["object", "format", "chosen by", "shape", "bytes", "exactness", "origin", "method"], rows))
     print_summary(summary)
+    if not allow_requantize:
+        warn_requantize(summary)
     print_acceptance(acceptance)
+
+
+def warn_requantize(summary: dict) -> None:
+    """One warning line on stderr when objects of a quantized source were requantized (docs/recipes.md
+    §Requantizing a quantized source); ``--allow-requantize`` silences it, as llama-quantize's flag does."""
+    from converters.cli.output import err_console
+
+    r = summary.get("requantized_quantized_source")
+    if not r:
+        return
+    err = (f"worst cosine {r['worst_cosine']:.6f} ({r['worst_object']})" if r["worst_cosine"] is not None
+           else "error measured when written")
+    err_console.print(f"warning: {r['objects']} objects of a quantized source ({', '.join(r['source_types'])}) "
+                      f"are requantized, {err}; --allow-requantize silences this "
+                      "(docs/recipes.md §Requantizing a quantized source)", style="yellow", highlight=False,
+                      markup=False, soft_wrap=True)
 
 
 def print_acceptance(acceptance) -> None:
@@ -99,7 +137,7 @@ def print_acceptance(acceptance) -> None:
 def print_staged(info: dict, json_out: bool) -> None:
     """``--plan-only``: what was staged, and the next commands."""
     if json_out:
-        emit_json(info)
+        emit_json(info, schema="ninfer-staged/v1")  # not the conversion's summary (docs/cli.md §JSON contract)
         return
     console.print(table(f"staged: {Path(info['output']).name} (nothing encoded yet)", ["", "value"],
                         [[k, f"{v:,}" if isinstance(v, int) else v] for k, v in info.items()]))
@@ -194,6 +232,9 @@ def print_summary(s: dict) -> None:
         rows.append(["only layer", s["only_layer"]])
     if not s["dry_run"]:
         rows += [["artifact_id", s["artifact_id"]], ["files", len(s["files"])], ["seconds", f"{s['seconds']:,.3f}"]]
+        if "total_seconds" in s:  # acceptance ran (docs/acceptance.md §Progress)
+            rows += [["acceptance seconds", f"{s['acceptance']['seconds']:,.3f}"],
+                     ["total seconds", f"{s['total_seconds']:,.3f} (writing and acceptance)"]]
         if s.get("write_bytes_per_second"):  # the progress bar's figure: bytes written while writing
             rows.append(["throughput", f"{s['write_bytes_per_second'] / 1e6:,.1f} MB/s writing "
                          f"({s['write_seconds']:,.3f} s); {s['bytes_per_second'] / 1e6:,.1f} MB/s overall "
@@ -205,9 +246,9 @@ def print_summary(s: dict) -> None:
 
 def _options(kind: str):
     def cmd(
-        source: Path = typer.Argument(..., help=SOURCE_HELP[kind], show_default=False),
-        output: Path = typer.Argument(..., help="Entry file of the artifact to create (never overwritten).",
-                                      show_default=False),
+        source: Path = typer.Argument(... if kind != "gguf" else None, help=SOURCE_HELP[kind], show_default=False),
+        output: Path = typer.Argument(... if kind != "gguf" else None, help="Entry file of the artifact to create "
+                                      "(never overwritten).", show_default=False),
         template: Path = typer.Option(None, "--template", help="Template artifact: its directory is the skeleton; "
                                       "objects not produced from the source are borrowed byte-for-byte."),
         recipe: str = typer.Option(None, "--recipe", help="Recipe name (bf16, exact, fp8-row, groupwise-int, nvfp4, prequantized, ternary, "
@@ -223,6 +264,9 @@ def _options(kind: str):
                                        "plus any of mtp, vision, dflash, dflash2."),
         workers: int = typer.Option(None, "--workers", help="Worker threads (default: min(4, CPUs))."),
         mmproj: Path = typer.Option(None, "--mmproj", help="mmproj GGUF with the vision tower (component vision)."),
+        tokenizer_dir: Path = typer.Option(None, "--tokenizer-dir", help="A GGUF model's original repository "
+                                           "directory: its tokenizer.json, tokenizer_config.json and chat template "
+                                           "are taken verbatim once their vocabulary and merges equal the GGUF's."),
         drafter: list[Path] = typer.Option(None, "--drafter", help="DFlash / DFlash2 drafter directory "
                                            "(components dflash, dflash2); repeatable."),
         proposal: str = typer.Option(None, "--proposal", help="Add text.proposal: full (the text head) or indexed "
@@ -257,20 +301,25 @@ def _options(kind: str):
                                      "(docs/imatrix.md)."),
         report: Path = typer.Option(None, "--report", help="Also write the conversion report (one self-contained "
                                     "HTML file; docs/report.md) of what was written, with the verify verdict."),
+        allow_requantize: bool = typer.Option(False, "--allow-requantize", help="Requantizing a quantized source "
+                                              "(Q8_0 → 4 bits) prints one warning line; this flag silences it."),
     ) -> None:
         from converters.cli.repack import parse_byte_size
-        from converters.cli.ternary_env import default_template
+        from converters.cli.ternary_env import build_paths, default_template
         from converters.mapping.overrides import parse_overrides
-        from converters.pipeline.convert import ConvertOptions
+        from converters.pipeline.convert import CONVERT_COMMAND, ConvertOptions
         from converters.pipeline.proposal import ProposalRequest
         from converters.scaleout.run import run_conversion
 
+        if kind == "gguf":  # one argument: the output, the source from $NINFER_TERNARY_GGUF (README §Ternary packing)
+            source, output = build_paths(source, output, "gguf2ninfer")
         request = ProposalRequest.parse(proposal, proposal_counts, proposal_rows)  # flags checked before reading
         limit = parse_byte_size(max_file_bytes)
         comps = _components(components)
         staging = _staging(artifact_id, artifact_id_from_content, plan_only, backend, scheduler, dry_run)
         overrides = parse_overrides(tensor_type, output_tensor_type, token_embedding_type)
-        template = default_template(template, recipe=recipe)  # $NINFER_TERNARY_TEMPLATE for the ternary recipes
+        # $NINFER_TERNARY_TEMPLATE for a ternary recipe, named or chosen by content (docs/ternary.md §1)
+        template = default_template(template, recipe=recipe, source=source)
         if report is not None:
             _check_report(report, dry_run, plan_only)
         if imatrix is not None and (plan_only is not None or backend != "local"):
@@ -278,31 +327,77 @@ def _options(kind: str):
                                      "convert in one process", param_hint="--imatrix")
         options = ConvertOptions(source, output, kind=kind, recipe=recipe, template=template, max_file_bytes=limit,
                                  only_layer=only_layer, dry_run=dry_run, components=comps, workers=workers,
-                                 inputs={"mmproj": mmproj, "drafter": list(drafter or []) or None}, proposal=request,
+                                 inputs={"mmproj": mmproj, "drafter": list(drafter or []) or None,
+                                         "tokenizer_dir": tokenizer_dir}, proposal=request,
                                  format_overrides=overrides, imatrix=imatrix, **staging)
+        if verify and verify_sweep and only_layer is not None:
+            raise typer.BadParameter("--verify-sweep compares every layer and an --only-layer artifact holds one; "
+                                     "it is accepted on its layer (docs/acceptance.md §Minimal artifacts)",
+                                     param_hint="--verify-sweep")
         bars = _Bars(byte_progress(disable=json_out or dry_run or options.staged))
-        try:
-            outcome = run_conversion(options, on_plan=bars.plan, progress=bars.advance,
-                                     on_kept=lambda hint: console.print(f"[yellow]{hint}[/]", highlight=False))
-        finally:
-            bars.stop()
-        acceptance = None
-        if verify and not dry_run and plan_only is None:  # a minimal (--only-layer) artifact: judged on its layer
-            from converters.acceptance.accept import accept_written
+        with interrupts():  # SIGTERM as Ctrl-C: the writer aborts, the acceptance record says interrupted
+            try:
+                outcome = run_conversion(options, on_plan=bars.plan, progress=bars.advance,
+                                         on_kept=lambda hint: console.print(f"[yellow]{hint}[/]", highlight=False))
+            finally:
+                bars.stop()
+            acceptance, phase = None, "after writing"
+            try:  # from here on the artifact is published: an interrupt says what is on disk
+                if verify and not dry_run and plan_only is None:  # a minimal artifact: judged on its layer
+                    phase = "during acceptance"
+                    acceptance = _accept(options, template, verify_sweep, json_out,
+                                         f"convert {CONVERT_COMMAND[kind]}")
+                    phase = "after acceptance"
+                render_outcome(outcome, options, json_out, acceptance, allow_requantize=allow_requantize)
+                if report is not None:
+                    from converters.report import write_report
 
-            acceptance = accept_written(options.output, options.source, inputs=options.inputs, template=template,
-                                        sweep=verify_sweep)
-        render_outcome(outcome, options, json_out, acceptance)
-        if report is not None:
-            from converters.report import write_report
-
-            write_report(options.output, report, acceptance=acceptance.to_json() if acceptance is not None else None)
-            if not json_out:
-                console.print(f"report: {report}", highlight=False)
+                    write_report(options.output, report,
+                                 acceptance=acceptance.to_json() if acceptance is not None else None)
+                    if not json_out:
+                        console.print(f"report: {report}", highlight=False)
+            except KeyboardInterrupt as exc:
+                if dry_run or plan_only is not None:
+                    raise
+                _interrupted(options.output, phase, exc, json_out)
         if acceptance is not None and acceptance.verdict == "fail":
             raise typer.Exit(1)
 
     return cmd
+
+
+def _accept(options, template, sweep: bool, json_out: bool, command_name: str):
+    """Build-then-accept (docs/cli.md §Build then accept) with the acceptance record beside the artifact. An
+    error inside the gates is reported, then what is on disk and how to finish (exit 1); an interrupt goes
+    to :func:`_interrupted`."""
+    from converters.acceptance import record
+    from converters.acceptance.accept import accept_written, artifact_id_of
+    from ninfer_core.errors import NinferError
+
+    try:
+        with gate_progress(disable=json_out) as bar:
+            return accept_written(options.output, options.source, inputs=options.inputs, template=template,
+                                  sweep=sweep, record_by=command_name, progress=bar)
+    except NinferError as exc:
+        report_error(exc, json_out=json_out)
+        line = record.describe(options.output, record.read(options.output, artifact_id_of(options.output)))
+        err_console.print(line, highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+
+
+def _interrupted(output: Path, phase: str, exc: BaseException, json_out: bool) -> None:
+    """Ctrl-C or SIGTERM once the artifact is published: one line with what is on disk (the acceptance
+    record's word) and how to finish, exit 130 (docs/cli.md §Build then accept)."""
+    from converters.acceptance import record
+    from converters.acceptance.accept import artifact_id_of
+
+    line = f"interrupted ({interrupt_name(exc)}) {phase}: " + record.describe(
+        output, record.read(output, artifact_id_of(output)))
+    err_console.print(line, highlight=False, soft_wrap=True)
+    if json_out:
+        emit_json(interrupt_document(line, file=str(output)))
+    interrupt_reported()
+    raise typer.Exit(130) from None
 
 
 def _check_report(report: Path, dry_run: bool, plan_only) -> None:

@@ -73,6 +73,9 @@ def _print_record(rec: dict) -> None:
             ["chat template", "present" if rec["chat_template"]["present"] else "absent"]]
     rows += [[k, _cell(v)] for k, v in rec.get("details", {}).items() if not isinstance(v, dict | list)]
     console.print(table("summary", ["field", "value"], rows))
+    if art.get("files"):  # a sharded directory or a gguf-split set
+        console.print(table("files", ["name", "role", "size", "header sha256"],
+                            [[f["name"], f["role"], f"{f['size']:,}", f["header_sha256"]] for f in art["files"]]))
     console.print(table("metadata", ["#", "key", "type", "value"],
                         [[r["index"], r["key"], r["type"], _metadata_value(r)] for r in rec["metadata"]]))
     console.print(table("tensors", ["#", "name", "type", "type_id", "shape", "file_offset", "byte_length",
@@ -103,6 +106,15 @@ def _print_composition(path: Path) -> None:
     exact = ", ".join(f"{k} {v:,}" for k, v in c["exactness"].items()) or "not recorded"
     console.print(f"recipe {c['recipe'] or 'not recorded'}{overrides}; exactness (provenance): {exact}",
                   highlight=False, markup=False, soft_wrap=True)
+
+
+def _print_acceptance(path: Path, rec: dict) -> None:
+    """Whether the artifact was accepted, from the record beside it (docs/acceptance.md §Acceptance record)."""
+    from converters.acceptance.record import describe
+
+    if isinstance(rec.get("acceptance"), dict):
+        console.print(f"acceptance: {describe(path, rec['acceptance'])}", highlight=False, markup=False,
+                      soft_wrap=True)
 
 
 def _print_interpretation(rec: dict) -> None:
@@ -170,7 +182,8 @@ def inspect_cmd(
                                        "entry, or a stored Evidence record (optional with --import-bundle)."),
     hash_mode: str = typer.Option("header", "--hash", help="header: header digest only; full: SHA-256 of "
                                   "every byte (streamed)."),
-    detail: str = typer.Option("full", "--detail", help="full Evidence, or a compact summary."),
+    detail: str = typer.Option("full", "--detail", help="full Evidence (the default here; the MCP "
+                                "tool defaults to summary, docs/inspect.md §MCP), or a compact summary."),
     evidence_output: Path | None = typer.Option(None, "--evidence-output", "--evidence_output", help="Also "
                                                 "write the full Evidence record to this new file, as a "
                                                 "bundle ({\"records\": [...]}, docs/inspect.md §Bundles)."),
@@ -240,6 +253,7 @@ def inspect_cmd(
         _print_record(result)
         if result.get("format") == "ninfer" and result.get("status") == "complete":
             _print_composition(path)
+            _print_acceptance(path, result)
         _print_interpretation(result)
     if result.get("status") != "complete":
         err = result.get("error") or {}

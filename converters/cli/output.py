@@ -1,5 +1,5 @@
 """Shared pieces of every ``convert`` command: the typer app, one output sink (JSON or rich tables),
-error reporting on stderr, and the progress bar for long work.
+error reporting on stderr, and the progress bars for long work (bytes written; acceptance gates).
 
 Commands print machine output with :func:`emit_json` (stdout, exactly one JSON document) and human
 output with :data:`console` (stdout) — never both; diagnostics and errors go to :data:`err_console`.
@@ -7,8 +7,11 @@ output with :data:`console` (stdout) — never both; diagnostics and errors go t
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +23,7 @@ from rich.progress import (
     DownloadColumn,
     Progress,
     TextColumn,
+    TimeElapsedColumn,
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
@@ -107,15 +111,15 @@ def report_error(exc: BaseException | str, *, json_out: bool = False) -> None:
 
 
 def report_usage_error(exc, *, json_out: bool = False) -> None:
-    """A command-line usage error (a click ``UsageError``): typer's panel, or with ``json_out`` one line on
-    stderr and the error document (code ``usage``) on stdout."""
-    if not json_out:
-        from typer import rich_utils
-
-        rich_utils.rich_format_error(exc)
-        return
+    """A command-line usage error (a click ``UsageError``): one line on stderr naming the command's help
+    (docs/cli.md §Errors), and with ``json_out`` the error document (code ``usage``) on stdout."""
     param = getattr(exc, "param", None)
-    err_console.print(f"[bold red]error:[/] {escape(exc.format_message())}", highlight=False, soft_wrap=True)
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see {ctx.command_path} --help)" if ctx is not None and not json_out else ""
+    err_console.print(f"[bold red]error:[/] {escape(exc.format_message())}{escape(where)}", highlight=False,
+                      soft_wrap=True)
+    if not json_out:
+        return
     doc = error_document(exc, code="usage", category="usage")
     doc["error"].update(message=exc.format_message(), rule="command_line",
                         field=getattr(exc, "param_hint", None) or (param.opts[0] if param is not None and
@@ -123,7 +127,39 @@ def report_usage_error(exc, *, json_out: bool = False) -> None:
     emit_json(doc)
 
 
-_interrupt = {"reported": False}
+_interrupt = {"reported": False, "how": "Ctrl-C"}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered as Ctrl-C is (a ``KeyboardInterrupt``), so writers abort and records are marked."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+@contextlib.contextmanager
+def interrupts():
+    """Inside the block SIGTERM ends the command as Ctrl-C does (:class:`Terminated`); the previous handler
+    comes back after it. In a thread other than the main one (where no handler can be set) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum, frame):
+        _interrupt["how"] = signal.Signals(signum).name
+        raise Terminated(_interrupt["how"])
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupt_name(exc: BaseException | None = None) -> str:
+    """How the command was interrupted: ``Ctrl-C`` or the signal's name (``SIGTERM``)."""
+    return getattr(exc, "signal_name", None) or _interrupt["how"]
 
 
 def interrupt_reported() -> None:
@@ -132,15 +168,21 @@ def interrupt_reported() -> None:
 
 
 def report_interrupt(*, json_out: bool = False) -> None:
-    """Ctrl-C: one line on stderr (nothing half-written is published: outputs are committed last)."""
+    """Ctrl-C (or SIGTERM): one line on stderr (nothing half-written is published: outputs are committed
+    last; a command that published something reports that itself and calls :func:`interrupt_reported`)."""
+    how, _interrupt["how"] = _interrupt["how"], "Ctrl-C"
     if _interrupt["reported"]:
         _interrupt["reported"] = False
         return
-    err_console.print("interrupted (Ctrl-C): nothing was published", highlight=False)
+    err_console.print(f"interrupted ({how}): nothing was published", highlight=False)
     if json_out:
-        emit_json({"schema": ERROR_SCHEMA, "error": {"code": "interrupted", "category": "interrupted", "rule": None,
-                                                     "file": None, "field": None, "section": None,
-                                                     "message": "interrupted (Ctrl-C)"}})
+        emit_json(interrupt_document(f"interrupted ({how})"))
+
+
+def interrupt_document(message: str, file: str | None = None) -> dict:
+    """The ``ninfer-error/v1`` document of an interrupt (code ``interrupted``)."""
+    return {"schema": ERROR_SCHEMA, "error": {"code": "interrupted", "category": "interrupted", "rule": None,
+                                              "file": file, "field": None, "section": None, "message": message}}
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
@@ -166,15 +208,59 @@ def byte_progress(disable: bool = False) -> Progress:
     )
 
 
-def _print_version(value: bool) -> None:
+class GateBars:
+    """The acceptance bar (:class:`~converters.acceptance.progress.GateProgress`): one line per gate, ``verify 4/7
+    values``, with its steps where the gate counts them and its elapsed time; a finished gate keeps its line
+    with its status and seconds (docs/acceptance.md §Progress). A context manager: the bar shows only inside
+    it, and only when ``disable`` is false."""
+
+    def __init__(self, disable: bool = False) -> None:
+        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[count]}"),
+                            TimeElapsedColumn(), console=err_console, disable=disable, transient=False)
+        self.task = None
+        self.n_gates = 0
+
+    def __enter__(self) -> GateBars:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.stop()
+
+    def start(self, kind: str, label: str, title: str) -> None:
+        from converters.acceptance.registry import gates_of
+
+        self.n_gates = len(gates_of(kind))
+        self.task = self.bar.add_task(f"{kind} {label}/{self.n_gates} {title}", total=None, count="")
+
+    def step(self, done: int, total: int) -> None:
+        if self.task is not None:
+            self.bar.update(self.task, completed=done, total=total, count=f"{done}/{total}")
+
+    def finish(self, label: str, status: str, seconds: float) -> None:
+        if self.task is not None:
+            self.bar.update(self.task, completed=1, total=1, count=status)
+            self.task = None
+
+
+def gate_progress(disable: bool = False) -> GateBars:
+    """The acceptance bar on stderr (:class:`GateBars`)."""
+    return GateBars(disable=disable)
+
+
+def _print_version(ctx, value: bool) -> None:
     if value:
         from converters import __version__
 
-        console.print(f"ninfer-convert {__version__}", highlight=False)
+        if "--json" in ((ctx.obj or {}).get("argv") or ()):  # ``convert --version --json``: as ``convert version --json``
+            emit_json({"name": "ninfer-convert", "version": __version__}, schema="ninfer-version/v1")
+        else:
+            console.print(f"ninfer-convert {__version__}", highlight=False)
         raise typer.Exit()
 
 
 @app.callback()
 def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
-                                       help="Print the converter version and exit (as convert version).")) -> None:
+                                       help="Print the converter version and exit (as convert version)."),
+          json_out: bool = typer.Option(False, "--json", help="With --version: the version as JSON.")) -> None:
     """Convert GGUF / safetensors Qwen checkpoints into NInfer v3 artifacts, and prove them right."""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from converters.cli.output import command, console, emit_json
+from converters.cli.output import command, console, emit_json, gate_progress
 
 
 @command("report")
@@ -35,7 +35,8 @@ def report_command(
     if source is not None:
         from converters.acceptance.accept import accept_written
 
-        acceptance = accept_written(artifact, source).to_json()
+        with gate_progress(disable=json_out) as bar:
+            acceptance = accept_written(artifact, source, progress=bar).to_json()
     facts = write_report(artifact, output, acceptance=acceptance)
     if json_out:
         emit_json({"report": str(output), **{k: v for k, v in facts.items() if k != "schema"}})

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import typer
 
-from converters.cli.output import command, console, emit_json, table
+from converters.acceptance import record
+from converters.cli.output import command, console, emit_json, err_console, gate_progress, table
 from converters.errors import ConverterError
 
 #: what ``--source`` may be (:mod:`converters.sources.kind`): what the conversion commands read.
@@ -72,7 +73,9 @@ def print_report(r) -> None:
         console.print(f"golden ({g7['covers']}): {len(g7['tokens'])} tokens, {g7['precision_class']} class, top-1 "
                       f"{g7['top1_agreement']:.3f}, cosine {g7['cosine']:.6f}, max abs error {g7['max_abs_error']:.4g}")
     color = {"pass": "bold green", "incomplete": "bold yellow", "fail": "bold red"}[r.result]
-    console.print(f"[{color}]VERIFY: {r.result.upper()}[/]")
+    partial = next((f.detail for f in r.gate(4).findings if f.code == "VERIFY_SWEEP_PARTIAL"), None)
+    count = f" (--sweep: {partial['layers_bound']}/{partial['layers']} text layers bound)" if partial else ""
+    console.print(f"[{color}]VERIFY: {r.result.upper()}{count}[/]")
 
 
 @command("verify")
@@ -80,6 +83,8 @@ def verify_cmd(
     artifact: Path = typer.Argument(..., help="Entry file of the artifact to accept.", show_default=False),
     source: Path = typer.Option(None, "--source", help="The GGUF file or HF directory it was converted from."),
     mmproj: Path = typer.Option(None, "--mmproj", help="The mmproj GGUF its vision tower was converted from."),
+    tokenizer_dir: Path = typer.Option(None, "--tokenizer-dir", help="The tokenizer directory it was converted "
+                                       "with (gguf2ninfer --tokenizer-dir)."),
     drafter: list[Path] = typer.Option(None, "--drafter", help="A DFlash / DFlash2 drafter directory it was "
                                        "converted with; repeatable."),
     template: Path = typer.Option(None, "--template", help="The template its borrowed objects were copied from "
@@ -102,16 +107,41 @@ def verify_cmd(
         require_kind(artifact, ("ninfer",), command="verify", rule="verify_target", pass_unrecognised=True)
     if source is not None:
         require_kind(source, SOURCE_KINDS, command="verify --source")
-    inputs = {"mmproj": mmproj, "drafter": list(drafter or []) or None}
+    inputs = {"mmproj": mmproj, "drafter": list(drafter or []) or None, "tokenizer_dir": tokenizer_dir}
     if source is None and any(inputs.values()):
-        raise typer.BadParameter("--mmproj / --drafter are compared with --source: give the main source too",
+        raise typer.BadParameter("--mmproj / --drafter / --tokenizer-dir are compared with --source: give the main "
+                                 "source too",
                                  param_hint="--source")
     if template is not None and not template.exists():
         raise ConverterError("template does not exist", file=str(template), rule="verify_template")
-    report = verify(artifact, source, inputs=inputs, sweep=sweep, layers=chosen, template=template)
+    with gate_progress(disable=json_out) as bar:
+        report = verify(artifact, source, inputs=inputs, sweep=sweep, layers=chosen, template=template, progress=bar)
+    rec, note = _record(artifact, source, inputs, template, sweep, report)
     if json_out:
-        emit_json(report.to_json())
+        emit_json({**report.to_json(), "acceptance_record": rec})
     else:
         print_report(report)
+        if note:
+            err_console.print(note, highlight=False, soft_wrap=True)
+        console.print(record.describe(artifact, rec), highlight=False, markup=False, soft_wrap=True)
     if report.result == "fail":
         raise typer.Exit(1)
+
+
+def _record(artifact: Path, source, inputs: dict, template, sweep: bool, report) -> tuple[dict, str | None]:
+    """The acceptance record beside the artifact (docs/acceptance.md §Acceptance record): with ``--source``
+    this run is an acceptance and replaces it; without, it is read. Returns the record as readers see it and
+    a note when it could not be written (a read-only directory: the verdict stands, the record does not)."""
+    from converters.acceptance.accept import artifact_id_of
+    from converters.sources.atomic_write import OutputWriteError
+
+    aid = artifact_id_of(artifact)
+    if source is not None and aid is not None:
+        finish = record.finish_command(artifact, source, inputs={k: v for k, v in inputs.items() if v},
+                                       template=template, sweep=sweep)
+        try:
+            record.write(artifact, record.make(aid, artifact, state="judged", by="convert verify", finish=finish,
+                                               report=report))
+        except OutputWriteError as exc:
+            return record.read(artifact, aid), f"acceptance record not written: {exc}"
+    return record.read(artifact, aid), None

@@ -1,5 +1,5 @@
-"""``convert inspect``: evidence-grade static inspection of GGUF, safetensors (single, sharded) and
-``.ninfer`` artifacts (``docs/inspect.md``).
+"""``convert inspect``: evidence-grade static inspection of GGUF (single, gguf-split), safetensors (single,
+sharded) and ``.ninfer`` artifacts (``docs/inspect.md``).
 
 :func:`inspect_model_artifact` detects the input by content, verifies its header with the same strict
 parser the converters read through, optionally hashes the whole input, re-checks the descriptors'
@@ -16,7 +16,7 @@ from pathlib import Path
 from converters.inspect.bundle import load_stored, write_bundle
 from converters.inspect.calbin_facts import inspect_calbin
 from converters.inspect.evidence import EvidenceError, evidence_output_exists, load_evidence
-from converters.inspect.gguf_facts import gguf_facts
+from converters.inspect.gguf_facts import gguf_facts, gguf_split_facts
 from converters.inspect.hashing import BUFFER_BYTES
 from converters.inspect.run import InspectionCancelled, finish, header_file, side_file
 from converters.inspect.safetensors_facts import hf_facts, safetensors_facts
@@ -24,7 +24,7 @@ from converters.inspect.summary import summarize
 from converters.inspect.views import ViewError, parse_view, select
 from converters.sources.atomic_write import refuse_existing
 from converters.sources.fileio import OpenFile
-from converters.sources.gguf_header import parse_gguf
+from converters.sources.gguf import GGUFSplitSource, open_gguf
 from converters.sources.hf import HFCheckpoint
 from converters.sources.kind import detect_kind, wrong_kind
 from converters.sources.safetensors import parse_safetensors
@@ -44,9 +44,18 @@ def _inspect_file(path: Path, parse, facts_of, role: str, **kw) -> dict:
         f.close()
 
 
-def _parse_gguf_evidence(f: OpenFile):
-    """The strict GGUF parse, accepting a metadata-only file (docs/inspect.md §Metadata-only files)."""
-    return parse_gguf(f, allow_meta_only=True)
+def _inspect_gguf(path: Path, **kw) -> dict:
+    """One GGUF file, or the whole gguf-split set a shard belongs to (docs/inspect.md §Split GGUF files); a
+    metadata-only file is accepted (docs/inspect.md §Metadata-only files)."""
+    src = open_gguf(path, assume_modern_layouts=False, allow_meta_only=True)
+    try:
+        if isinstance(src, GGUFSplitSource):
+            files = [header_file(n, "shard", s.opened, s.header) for n, s in src.shards.items()]
+            return finish(path, gguf_split_facts(src), files, single=False, **kw)
+        return finish(path, gguf_facts(src.header), [header_file(path.name, "gguf", src.opened, src.header)],
+                      single=True, **kw)
+    finally:
+        src.close()
 
 
 def _inspect_directory(path: Path, **kw) -> dict:
@@ -121,7 +130,7 @@ def inspect_model_artifact(path, *, hash: str = "header", detail: str = "full", 
                             json_path="hash", rule="options_conflict")
         record = load_stored(p)
     elif kind == "gguf":
-        record = _inspect_file(p, _parse_gguf_evidence, gguf_facts, "gguf", **kw)
+        record = _inspect_gguf(p, **kw)
     elif kind == "safetensors":
         record = _inspect_file(p, parse_safetensors, safetensors_facts, "safetensors", **kw)
     elif kind == "hf":

@@ -1,8 +1,8 @@
 """Evidence bundles: ``{"schema": …, "records": [record, …]}``, what ``convert inspect --evidence-output``
 writes and ``import_evidence_bundle`` / ``convert inspect --import-bundle`` read (docs/inspect.md §Bundles).
 
-A bundle is not a single Evidence record: every record in it is authenticated on its own
-(:func:`converters.inspect.evidence.verify_record`: schema, ``evidence_id`` over its content, positional
+A bundle is not a single Evidence record: every record in it is checked on its own
+(:func:`converters.inspect.evidence.verify_record`: schema, the ``evidence_id`` integrity digest, positional
 indices, unique names / keys / types) and charged against the retained-representation budget, and the
 whole bundle is rejected with a typed input error before any record is indexed.
 """
@@ -38,7 +38,7 @@ def retained_size(record: dict) -> int:
 
 
 def verify_bundle(value, *, file: str | None) -> list[dict]:
-    """Every record of a bundle, authenticated; raises a typed error before anything is returned."""
+    """Every record of a bundle, checked; raises a typed error before anything is returned."""
     if not isinstance(value, dict) or not isinstance(value.get("records"), list):
         raise EvidenceError('not an Evidence bundle: expected an object with a "records" array', file=file,
                             json_path="$.records", rule="bundle_valid", section="docs/inspect.md §Bundles")
@@ -69,7 +69,7 @@ def verify_bundle(value, *, file: str | None) -> list[dict]:
 
 
 def load_bundle(path) -> list[dict]:
-    """Read and authenticate a bundle file (size bounded by the header cap)."""
+    """Read and check a bundle file (size bounded by the header cap)."""
     value, _, _ = read_json_file(Path(path), "evidence bundle")
     return verify_bundle(value, file=str(path))
 

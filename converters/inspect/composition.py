@@ -1,13 +1,15 @@
 """What a ``.ninfer`` artifact is made of, for ``convert inspect X.ninfer`` (docs/inspect.md): one row per
 component × format (objects, bytes, elements, bits per weight), the recipe the provenance records, and
-the exactness counts of its objects (``bit-exact`` / ``value-exact`` / ``requantized``, provenance
-``objects[].exactness``). Read from the directory only; no payload byte is read."""
+the exactness counts of its produced tensors (``bit-exact`` / ``value-exact`` / ``requantized``, provenance
+``objects[].exactness``, counted as the conversion summary counts them: docs/recipes.md §Exactness). Read
+from the directory only; no payload byte is read."""
 
 from __future__ import annotations
 
 import math
-from collections import Counter
 from pathlib import Path
+
+from converters.pipeline.exactness import provenance_counts
 
 
 def composition(path: str | Path) -> dict:
@@ -28,10 +30,10 @@ def composition(path: str | Path) -> dict:
             r["bits_per_weight"] = round(8 * r["bytes"] / r["elements"], 3) if r["elements"] else None
         prov = art.provenance or {}
         objects = prov.get("objects") or {}
-        exactness = Counter(e.get("exactness") for e in objects.values() if isinstance(e, dict) and e.get("exactness"))
+        exactness = provenance_counts(objects) if isinstance(objects, dict) else {}
         recipe = prov.get("recipe") or {}
         identity = art.metadata.get("identity") if isinstance(art.metadata.get("identity"), dict) else {}
         return {"recipe": recipe.get("name") or identity.get("weights_id"),
                 "overrides": [dict(o) for o in recipe.get("overrides", [])],
-                "exactness": dict(sorted(exactness.items())),
+                "exactness": exactness,
                 "composition": sorted(rows.values(), key=lambda r: (r["component"], -r["bytes"]))}

@@ -6,8 +6,10 @@ Top level (schema ``ninfer-convert.evidence/1``)::
     details, metadata, tensors, types, totals, chat_template, limitations, unknowns, error
     (+ for .ninfer: components, objects, bindings, uses, resources, provenance)
 
-``evidence_id`` is ``sha256:`` of the canonical JSON of the record without it, so a stored record can be
-checked before its retained facts are served again (:func:`load_evidence`). ``artifact.sha256`` and
+``evidence_id`` is ``sha256:`` of the canonical JSON of the record without it: an **integrity digest**, so a
+stored record changed by accident (edited, truncated) is refused before its retained facts are served again
+(:func:`load_evidence`). It is unkeyed: anyone can recompute it, so it authenticates nothing — it does not
+prove who wrote the record (docs/inspect.md §Bundles). ``artifact.sha256`` and
 ``body`` are ``null`` in header mode: a header digest is no commitment to the weights (docs/inspect.md §Identity and reading).
 Derived totals (parameter count, bytes per type) come from declarations, do not deduplicate shared
 weights, and are ``null`` where a byte length is unknown.
@@ -114,14 +116,16 @@ def load_evidence(path) -> dict:
 
 
 def verify_record(record, *, file: str | None, where: str = "$") -> dict:
-    """Authenticate one Evidence record (schema, ``evidence_id`` over its content, positional indices and
-    unique names / keys / types) before any of its rows is served; ``where`` prefixes the JSON paths."""
+    """Check one Evidence record (schema, the ``evidence_id`` integrity digest over its content, positional
+    indices and unique names / keys / types) before any of its rows is served; ``where`` prefixes the JSON
+    paths."""
     if not isinstance(record, dict) or record.get("schema") != SCHEMA:
         raise EvidenceError(f"not an Evidence record of schema {SCHEMA}", file=file, json_path=where,
                             rule="evidence_schema")
     expected = "sha256:" + hashlib.sha256(canonical(record)).hexdigest()
     if record.get("evidence_id") != expected:
-        raise EvidenceError("evidence_id does not match the record's content (modified or truncated)",
+        raise EvidenceError("evidence_id, the record's integrity digest, does not match its content (modified or "
+                            "truncated; a digest, not a signature)",
                             file=file, json_path=f"{where}.evidence_id", rule="evidence_id")
     for coll, ident in (("tensors", "name"), ("metadata", "key"), ("types", "type")):
         rows = record.get(coll)

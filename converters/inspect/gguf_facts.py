@@ -12,6 +12,7 @@ from gguf.constants import GGUFValueType
 
 from converters.inspect.values import dims_json, gguf_value_json
 from converters.sources.gguf_header import SPEC_ALIGNMENT_MULTIPLE, GGUFHeader, TensorInfo
+from converters.sources.gguf_split import prefix_of
 from converters.sources.gguf_values import BOOL_NOT_CANONICAL, NOT_UTF8
 
 CHAT_TEMPLATE = "tokenizer.chat_template"
@@ -123,21 +124,64 @@ def chat_template(hdr: GGUFHeader) -> dict:
             "listed_without_content": listed, "source": "gguf_metadata"}
 
 
+def _details(hdr: GGUFHeader) -> dict:
+    return {"version": hdr.version, "byte_order": hdr.byte_order, "alignment": hdr.alignment,
+            "alignment_source": hdr.alignment_source, "tensor_count": len(hdr.tensors),
+            "metadata_count": len(hdr.metadata), "directory_end": hdr.header_length,
+            "data_offset": hdr.data_offset, "shape_order": "fastest_first", "data_present": hdr.data_present}
+
+
+def _meta_only_unknowns(present: bool) -> list[str]:
+    return [] if present else [
+        "tensor data: a metadata-only file holds none of the declared tensor bytes (ranges are declarations)"]
+
+
 def gguf_facts(hdr: GGUFHeader) -> dict:
     tensors, limitations = tensor_rows(hdr)
     return {
         "format": "gguf",
-        "details": {
-            "version": hdr.version, "byte_order": hdr.byte_order, "alignment": hdr.alignment,
-            "alignment_source": hdr.alignment_source, "tensor_count": len(hdr.tensors),
-            "metadata_count": len(hdr.metadata), "directory_end": hdr.header_length,
-            "data_offset": hdr.data_offset, "shape_order": "fastest_first", "data_present": hdr.data_present,
-        },
+        "details": _details(hdr),
         "metadata": metadata_rows(hdr),
         "tensors": tensors,
         "limitations": limitations + header_limitations(hdr),
-        "unknowns": [] if hdr.data_present else [
-            "tensor data: a metadata-only file holds none of the declared tensor bytes (ranges are declarations)"],
+        "unknowns": _meta_only_unknowns(hdr.data_present),
         "chat_template": chat_template(hdr),
         "retained_bytes": hdr.retained_bytes,
+    }
+
+
+def gguf_split_facts(src) -> dict:
+    """The facts of a gguf-split set (``src``: :class:`~converters.sources.gguf.GGUFSplitSource`; docs/inspect.md
+    §Split GGUF files): the first shard's metadata, tensor rows numbered across the set with their ``file``
+    and ``shard``, per-shard details, and limitations carrying the ``file`` they come from."""
+    rows, limitations, shards = [], [], []
+    for k, (name, s) in enumerate(src.shards.items()):
+        hdr, base = s.header, len(rows)
+        shard_rows, shard_limits = tensor_rows(hdr)
+        for r in shard_rows:
+            r.update(index=base + r["index"], file=name, shard=k)
+        for lim in shard_limits + header_limitations(hdr):
+            limitations.append({**lim, "tensors": [base + i for i in lim["tensors"]], "file": name})
+        rows += shard_rows
+        detail = {"file": name, "split_no": k, **_details(hdr), "size": hdr.file_size, "first_tensor": base}
+        if k:
+            detail["metadata"] = metadata_rows(hdr)
+        shards.append(detail)
+    first = src.shards[src.path.name].header
+    present = all(s.header.data_present for s in src.shards.values())
+    prefix = prefix_of(src.path, src.split)
+    return {
+        "format": "gguf-split",
+        "details": {
+            "version": first.version, "byte_order": first.byte_order, "tensor_count": len(rows),
+            "metadata_count": len(first.metadata), "shape_order": "fastest_first", "data_present": present,
+            "split": {"count": src.split.count, "tensors_count": src.split.tensors, "prefix": prefix},
+            "shards": shards,
+        },
+        "metadata": metadata_rows(first),
+        "tensors": rows,
+        "limitations": limitations,
+        "unknowns": _meta_only_unknowns(present),
+        "chat_template": chat_template(first),
+        "retained_bytes": sum(s.header.retained_bytes for s in src.shards.values()),
     }

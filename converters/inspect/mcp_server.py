@@ -2,10 +2,11 @@
 
 Four tools: ``inspect_model_artifact`` (the compact summary, or a selected page, with ``parent_evidence_id``),
 ``inspect_analysis_view`` (a history query object over retained or stored Evidence),
-``import_evidence_bundle`` (authenticate and index every record of a bundle) and ``release_evidence``
+``import_evidence_bundle`` (check and index every record of a bundle) and ``release_evidence``
 (drop a retained record). One provider per server process: one active inspection at a time (a second
 concurrent call gets ``provider_busy``), the session's retained evidence (:mod:`converters.inspect.retained`),
-and the MCP cancel notification ending a running ``hash: full`` with partial Evidence retained. Every
+the roots every path must lie inside (:mod:`converters.inspect.roots`), and the MCP cancel notification
+ending a running ``hash: full`` with partial Evidence retained. Every
 rejection is a tool error whose structured content is ``{"error": <public rejection>}``
 (:mod:`converters.inspect.rejections`).
 """
@@ -13,52 +14,37 @@ rejection is a tool error whose structured content is ``{"error": <public reject
 from __future__ import annotations
 
 import json
+import os
 import threading
+import warnings
 from collections.abc import Callable
 from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, TextContent
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from converters import __version__
+from converters.inspect.mcp_schemas import (
+    BUNDLE_SCHEMA,
+    EVIDENCE_ID,
+    PATH,
+    SOURCE_SCHEMA,
+    VIEW_SCHEMA,
+    output_schemas,
+)
 from converters.inspect.rejections import InspectionRejected, invalid_input, public_rejection
 from converters.inspect.retained import EvidenceStore, page, run_query
+from converters.inspect.roots import Roots, client_root_dirs, confined, path_argument, within
 from ninfer_core.errors import NinferError
 
 NAME = "ninfer-inspect"
 #: a progress notification at most every this many hashed bytes (the first buffer always reports)
 PROGRESS_EVERY = 64 * 1024 * 1024
-
-_SELECTION = {
-    "collection": {"type": "string", "enum": ["tensors", "metadata", "types"]},
-    "names": {"type": "array", "items": {"type": "string"}, "description": "exact tensor names (tensors)"},
-    "keys": {"type": "array", "items": {"type": "string"}, "description": "exact metadata keys (metadata)"},
-    "types": {"type": "array", "items": {"type": "string"},
-              "description": "exact type labels, AMBIGUOUS_<id> included (tensors, types)"},
-    "storage_validation": {"type": "array", "items": {"type": "string", "enum": ["consistent", "unknown"]}},
-    "indexes": {"type": "array", "items": {"type": "integer", "minimum": 0}},
-    "fields": {"type": "array", "items": {"type": "string"}, "description": "columns; [] = indices only"},
-    "offset": {"type": "integer", "minimum": 0, "description": "counts filtered matches"},
-    "limit": {"type": "integer", "minimum": 1, "maximum": 1000},
-}
-SELECTION_SCHEMA = {"type": "object", "properties": _SELECTION, "required": ["collection"],
-                    "additionalProperties": False,
-                    "description": "filters intersect; an omitted filter = all rows, [] = none"}
-VIEW_SCHEMA = {"type": "object", "properties": {"kind": {"const": "model-artifact"}, **_SELECTION},
-               "required": ["kind", "collection"], "additionalProperties": False}
-SOURCE_SCHEMA = {"oneOf": [
-    {"type": "object", "properties": {"kind": {"const": "retained-evidence"}, "evidence_id": {"type": "string"}},
-     "required": ["kind", "evidence_id"], "additionalProperties": False},
-    {"type": "object", "properties": {"kind": {"const": "evidence-file"}, "path": {"type": "string"},
-                                      "record": {"type": "object"}},
-     "required": ["kind"], "additionalProperties": False,
-     "description": "one authenticated Evidence record: path (absolute) or record (inline)"},
-]}
-BUNDLE_SCHEMA = {"type": "object", "properties": {"schema": {"type": "string"},
-                                                  "records": {"type": "array", "items": {"type": "object"}}},
-                 "required": ["records"]}
-
+#: every tool: reads local files only, writes none, reaches nothing outside (docs/inspect.md §MCP)
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 def _schema(schema: dict, description: str) -> Any:
     return Field(description=description, json_schema_extra=schema)
@@ -74,14 +60,39 @@ def _rejected(exc: BaseException) -> CallToolResult:
 
 
 class Provider:
-    """One inspection provider: at most one active inspection, and the session's retained evidence."""
+    """One inspection provider: at most one active inspection, the session's retained evidence, and the
+    roots it reads inside (default: the working directory)."""
 
-    def __init__(self) -> None:
+    def __init__(self, roots: Roots | None = None) -> None:
         self.store = EvidenceStore()
         self.active = False
+        self.roots = roots or Roots([os.getcwd()])
+
+    async def allowed(self, ctx: Context | None) -> tuple[tuple[str, ...], ...]:
+        """The root sets a path must lie inside: the server's, and the client's MCP roots when it declares
+        them and answers ``roots/list`` (docs/inspect.md §MCP roots)."""
+        try:
+            declared = ctx is not None and ctx.client_capabilities is not None and \
+                ctx.client_capabilities.roots is not None
+        except ValueError:  # no request (an in-process call)
+            declared = False
+        if not declared:
+            return self.roots.allowed(None)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # roots are deprecated from protocol 2026-07-28, still honoured
+                listed = await ctx.session.list_roots()
+        except Exception:  # noqa: BLE001 - a client that cannot answer: the server's roots still bound every path
+            return self.roots.allowed(None)
+        return self.roots.allowed(client_root_dirs(r.uri for r in listed.roots))
+
+    def run_confined(self, allowed, fn: Callable, *args):
+        """``fn(*args)`` with every file it opens or lists inside ``allowed`` (run in a worker thread)."""
+        with confined(allowed):
+            return fn(*args)
 
     def _work(self, path: str, hash_mode: str, detail: str, view, cancel: threading.Event,
-              report: Callable[[int, int | None], None], outcome: dict) -> None:
+              report: Callable[[int, int | None], None], outcome: dict, allowed) -> None:
         """Runs in a worker thread; leaves ``("done" | "cancelled" | "rejected", value)`` in ``outcome``."""
         from converters.inspect import InspectionCancelled, inspect_model_artifact, summarize
 
@@ -96,7 +107,8 @@ class Provider:
                 report(done["bytes"], None)
 
         try:
-            record = inspect_model_artifact(path, hash=hash_mode, detail="full", progress=progress)
+            with confined(allowed):
+                record = inspect_model_artifact(path, hash=hash_mode, detail="full", progress=progress)
         except InspectionCancelled as exc:
             outcome["value"] = ("cancelled", exc.evidence)
             return
@@ -115,8 +127,10 @@ class Provider:
         outcome["value"] = ("done", record if detail == "full" else summarize(record, page=chosen))
 
     async def inspect(self, ctx: Context | None, path, hash_mode, detail, view) -> CallToolResult:
-        if not isinstance(path, str) or not path.startswith("/"):
-            return _rejected(invalid_input("path must be an absolute path", "path"))
+        try:
+            path_argument(path, "path")
+        except NinferError as exc:
+            return _rejected(exc)
         if hash_mode not in ("header", "full"):
             return _rejected(invalid_input(f"hash must be 'header' or 'full', not {hash_mode!r}", "hash"))
         if detail not in ("summary", "full"):
@@ -131,6 +145,10 @@ class Provider:
                 parse_view(view)
             except NinferError as exc:
                 return _rejected(exc)
+        try:
+            within(path, "path", allowed := await self.allowed(ctx))
+        except NinferError as exc:
+            return _rejected(exc)
         if self.active:
             return _rejected(InspectionRejected("another inspection is running on this provider; retry when it "
                                                 "ends", code="provider_busy", category="busy",
@@ -154,7 +172,8 @@ class Provider:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(watch)
-                await anyio.to_thread.run_sync(self._work, path, hash_mode, detail, view, cancel, report, outcome)
+                await anyio.to_thread.run_sync(self._work, path, hash_mode, detail, view, cancel, report, outcome,
+                                             allowed)
                 tg.cancel_scope.cancel()
         finally:
             self.active = False
@@ -187,70 +206,92 @@ class Provider:
 def build_server(provider: Provider | None = None) -> MCPServer:
     """The MCP server with the inspection tools (docs/inspect.md §MCP)."""
     prov = provider or Provider()
-    server = MCPServer(NAME, instructions="Static, evidence-grade inspection of GGUF / safetensors / .ninfer "
-                       "model files: nothing is loaded or run. Start with inspect_model_artifact, page more with "
-                       "inspect_analysis_view using the returned parent_evidence_id.")
+    tools: list[Tool] = []
+    outputs = output_schemas()
 
-    @server.tool(description="Inspect a local GGUF (v2/v3, either byte order), safetensors file or directory, or "
+    def tool(description: str) -> Callable:
+        """Register a tool: read-only annotations and its output schema (structured content)."""
+        def register(fn: Callable) -> Callable:
+            t = Tool.from_function(fn, description=description, annotations=READ_ONLY)
+            t.fn_metadata.output_schema = outputs[t.name]
+            tools.append(t)
+            return fn
+        return register
+
+    @tool("Inspect a local GGUF (v2/v3, either byte order), safetensors file or directory, or "
                  ".ninfer artifact, detected by content. Returns the compact summary (counts, short header "
                  "metadata, chat-template presence, derived totals, parent_evidence_id) and retains the full "
                  "Evidence; with view, also the selected page.")
     async def inspect_model_artifact(
-        path: Annotated[str, _schema({"pattern": "^/"}, "absolute path of the model file or directory")],
+        path: Annotated[str, _schema(PATH, "absolute path of the model file or directory, inside the server's "
+                                     "roots")],
         hash: Annotated[str, _schema({"enum": ["header", "full"]},
                                      "header: header digest only (default); full: streamed SHA-256 of every "
                                      "byte")] = "header",
         detail: Annotated[str, _schema({"enum": ["summary", "full"]},
                                        "summary (default): compact summary; full: the whole Evidence record "
                                        "(no view)")] = "summary",
-        view: Annotated[dict[str, Any] | None, _schema(SELECTION_SCHEMA, "a selection (no kind): the page to "
-                                                       "return with the summary")] = None,
+        view: Annotated[dict[str, Any] | None, _schema(VIEW_SCHEMA, "a selection: the page to return with the "
+                                                       "summary")] = None,
         ctx: Context = None,
     ) -> CallToolResult:
         return await prov.inspect(ctx, path, hash, detail, view)
 
-    @server.tool(description="Page retained or stored Evidence without reopening the model: source "
-                 "{kind: retained-evidence, evidence_id} or {kind: evidence-file, path | record}; view {kind: "
-                 "model-artifact, collection: tensors | metadata | types, names / keys / types, fields, offset, "
-                 "limit}.")
+    @tool("Page retained or stored Evidence without reopening the model: source "
+                 "{kind: retained-evidence, evidence_id} or {kind: evidence-file, path | record}; view {collection: "
+                 "tensors | metadata | types, names / keys / types, fields, offset, limit} (kind model-artifact "
+                 "optional, as in inspect_model_artifact).")
     async def inspect_analysis_view(
         source: Annotated[dict[str, Any], _schema(SOURCE_SCHEMA, "where the Evidence comes from")],
         view: Annotated[dict[str, Any], _schema(VIEW_SCHEMA, "the selection")],
+        ctx: Context = None,
     ) -> CallToolResult:
         try:
-            return _result(await anyio.to_thread.run_sync(run_query, {"source": source, "view": view}, prov.store))
+            allowed = await prov.allowed(ctx)
+            if isinstance(source, dict) and source.get("kind") == "evidence-file" and "path" in source:
+                within(source["path"], "source.path", allowed)
+            return _result(await anyio.to_thread.run_sync(prov.run_confined, allowed, run_query,
+                                                          {"source": source, "view": view}, prov.store))
         except NinferError as exc:
             return _rejected(exc)
 
-    @server.tool(description="Import an Evidence bundle ({records: [...]}, as convert inspect --evidence-output "
-                 "writes): every record is authenticated, then indexed; returns one evidence_id per record. "
-                 "Give the bundle inline or as an absolute path.")
+    @tool("Import an Evidence bundle ({records: [...]}, as convert inspect --evidence-output "
+                 "writes): every record's evidence_id (an integrity digest, not a signature) and rows are checked, "
+                 "then indexed; returns one evidence_id per record. Give the bundle inline or as an absolute path "
+                 "inside the server's roots.")
     async def import_evidence_bundle(
         bundle: Annotated[dict[str, Any] | None, _schema(BUNDLE_SCHEMA, "the bundle inline")] = None,
-        path: Annotated[str | None, _schema({"pattern": "^/"}, "absolute path of a bundle file")] = None,
+        path: Annotated[str | None, _schema(PATH, "absolute path of a bundle file, inside the server's "
+                                            "roots")] = None,
+        ctx: Context = None,
     ) -> CallToolResult:
         if (bundle is None) == (path is None):
             return _rejected(invalid_input("give exactly one of bundle or path", "bundle"))
-        if path is not None and not path.startswith("/"):
-            return _rejected(invalid_input("path must be an absolute path", "path"))
         try:
-            ids = await anyio.to_thread.run_sync(_import, prov.store, bundle, path)
+            allowed = await prov.allowed(ctx)
+            if path is not None:
+                within(path, "path", allowed)
+            ids = await anyio.to_thread.run_sync(prov.run_confined, allowed, _import, prov.store, bundle, path)
         except NinferError as exc:
             return _rejected(exc)
         return _result({"evidence_ids": ids, "retained_count": len(prov.store.ids()),
                         "retained_bytes": prov.store.used})
 
-    @server.tool(description="Release retained Evidence (from inspect_model_artifact or import_evidence_bundle); "
+    @tool("Release retained Evidence (from inspect_model_artifact or import_evidence_bundle); "
                  "its evidence_id is unknown afterwards.")
     async def release_evidence(
-        evidence_id: Annotated[str, _schema({"pattern": "^sha256:"}, "the evidence_id to release")],
+        evidence_id: Annotated[str, _schema(EVIDENCE_ID, "the evidence_id to release")],
     ) -> CallToolResult:
         try:
             return _result(prov.store.release(evidence_id))
         except NinferError as exc:
             return _rejected(exc)
 
-    return server
+    return MCPServer(NAME, version=__version__, tools=tools,
+                     instructions="Static, evidence-grade inspection of GGUF / safetensors / .ninfer model files: "
+                     "nothing is loaded or run, and only files inside the server's roots are read. Start with "
+                     "inspect_model_artifact, page more with inspect_analysis_view using the returned "
+                     "parent_evidence_id.")
 
 
 def _import(store: EvidenceStore, bundle, path) -> list[str]:
@@ -261,6 +302,6 @@ def _import(store: EvidenceStore, bundle, path) -> list[str]:
     return store.import_bundle(bundle)
 
 
-def serve() -> None:
-    """Run the server on stdin/stdout until the client closes it."""
-    build_server().run("stdio")
+def serve(roots: Roots | None = None) -> None:
+    """Run the server on stdin/stdout until the client closes it, reading only inside ``roots``."""
+    build_server(Provider(roots)).run("stdio")

@@ -6,7 +6,8 @@ digest and the 100,000,000-byte cap / 32 MiB budget checks) and then by ``ninfer
 directory rule; its typed errors become ``file_format_rejected`` source errors keeping their rule, JSON path
 and section. Reported: header, files (each part's on-disk state: a missing or foreign part is recorded,
 not fatal — §11.1 fails only the reads that need it), components, objects (format, layout, shape, bytes,
-offset, encoded-size check, the files each spans), binding coverage, uses, resources, metadata, provenance.
+offset, encoded-size check, the files each spans), binding coverage, uses, resources, metadata, provenance,
+and the acceptance record beside the entry (``acceptance``: docs/acceptance.md §Acceptance record).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from converters.acceptance.record import read as read_record
 from converters.errors import SourceError, SourceFormatError
 from converters.inspect.run import InspectedFile, finish
 from converters.inspect.values import dims_json
@@ -265,7 +267,7 @@ def ninfer_facts(art, path, budget: RetainedBudget, json_bytes: int, parts: list
         "retained_bytes": budget.used,
         "digest_incomplete": bool(bad_parts),
         "unknowns": [f"contents of files[{p['index']}] ({p['state']})" for p in bad_parts],
-        "extra": {"files": parts, "components": components, "bindings": bindings, "binding_coverage": coverage,
+        "extra": {"acceptance": read_record(path, art.artifact_id), "files": parts, "components": components, "bindings": bindings, "binding_coverage": coverage,
                   "uses": uses, "resources": resources, "provenance": dict(art.provenance)},
     }
 

@@ -39,7 +39,7 @@ class EvidenceStore:
                                                   "budget_bytes": self.budget})
 
     def retain(self, record: dict) -> str:
-        """Hold one (already authenticated) record; returns its ``evidence_id``."""
+        """Hold one (already checked) record; returns its ``evidence_id``."""
         return self.retain_all([record])[0]
 
     def retain_all(self, records: list[dict]) -> list[str]:
@@ -127,8 +127,8 @@ def run_query(query, store: EvidenceStore) -> dict:
         raise invalid_input('a query object has exactly the members "source" and "view"', "query",
                             "query_valid")
     view = query["view"]
-    if not isinstance(view, dict) or view.get("kind") != "model-artifact":
-        raise invalid_input('view.kind must be "model-artifact"', "view.kind", "query_valid")
+    if not isinstance(view, dict) or view.get("kind", "model-artifact") != "model-artifact":
+        raise invalid_input('view.kind, when given, must be "model-artifact"', "view.kind", "query_valid")
     record = resolve_source(query["source"], store)
     return page(record, view)
 

@@ -349,7 +349,8 @@ def _bind_source(m: Mapping, rule: ParameterRule, sr: SourceRule, name: str, sha
         raise MappingError(f"{name}: {tname} {list(source_shape)}: {exc.message}", file=where,
                            rule="transform_shape") from None
     if chain.shape != shape:
-        raise MappingError(f"{name}: {tname} has shape {list(source_shape)}, which the transforms make "
+        held = f" (in {t.file.name})" if t.file != src.path else ""  # a shard of the source
+        raise MappingError(f"{name}: {tname}{held} has shape {list(source_shape)}, which the transforms make "
                            f"{list(chain.shape)}; the mapping expects {list(shape)}", file=where,
                            rule="shape_mismatch")
     for member in stack or (tname,):

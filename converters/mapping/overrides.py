@@ -43,11 +43,12 @@ class FormatOverride:
 
 
 def _format(fmt: str, flag: str) -> str:
+    from converters.mapping.llamacpp_names import format_hint
     from ninfer_core import codecs
 
     fmt = fmt.strip()
     if fmt != EXACT and fmt not in codecs.FORMATS:
-        raise RecipeError(f"{flag}: unknown format {fmt!r} (convert formats lists them; or exact)",
+        raise RecipeError(f"{flag}: unknown format {fmt!r} (convert formats lists them; or exact){format_hint(fmt)}",
                           json_path=flag.split(" ")[0], rule="override_format")
     return fmt
 
@@ -99,6 +100,24 @@ def bank_match(overrides, bank: str, members: list) -> FormatOverride | None:
                               "expert (docs/recipes.md §Overrides)", json_path=o.flag.split(" ")[0],
                               rule="override_bank_partial")
     return None
+
+
+def check_matched(overrides, params) -> None:
+    """Refuse a ``--tensor-type`` pattern that matches no parameter of the model (docs/recipes.md §Overrides):
+    the error lists the names nearest to the pattern, so a typo is not silently a no-op."""
+    import difflib
+
+    names: list[str] = []
+    for p in params:
+        names += [p.name] + ([p.source.tensor] if p.source is not None else []) + ([p.bank] if p.bank else [])
+    # one candidate per name shape: blk.3.ffn_down.weight and blk.4.ffn_down.weight are both blk.\d+.ffn_down.weight
+    shapes = list(dict.fromkeys(re.sub(r"(?<=[./])\d+(?=[./]|$)", r"\\d+", n) for n in names))
+    for o in overrides:
+        if o.pattern is None or any(o.matches(n, "", None) for n in names):
+            continue
+        near = difflib.get_close_matches(o.pattern, shapes, n=5, cutoff=0.0)
+        raise RecipeError(f"{o.flag}: the pattern matches no parameter or source tensor of this model; nearest "
+                          f"names: {', '.join(near)}", json_path="--tensor-type", rule="override_unmatched")
 
 
 def to_plan(overrides) -> list[dict]:

@@ -207,8 +207,10 @@ def recipe_path(name_or_path: str | Path) -> Path:
     if "/" in text or text.endswith((".yaml", ".yml")):
         return Path(text)
     if text not in list_recipes():
+        from converters.mapping.llamacpp_names import recipe_hint
+
         raise RecipeError(f"no recipe named {text!r} (shipped: {', '.join(list_recipes())}); pass a path to use "
-                          "your own file", rule="recipe_unknown")
+                          f"your own file{recipe_hint(text)}", rule="recipe_unknown")
     return RECIPES_DIR / f"{text}.yaml"
 
 

@@ -199,6 +199,10 @@ def explain_vision_config(source, *, text_arch: str | None = None, rules_dir: Pa
         ctx = _gguf_context(source)
         projector = ctx.lookup("clip.projector_type")
         candidates = [r for r in vision_rules if r.gguf_arch == ctx.arch and r.gguf_projector_type == projector]
+        if projector is MISSING:  # a text GGUF given as --mmproj, say
+            raise ctx.error(f"no clip.projector_type: this is not an mmproj GGUF (general.architecture "
+                            f"{ctx.arch!r}); --mmproj takes the vision tower file llama.cpp writes beside the "
+                            "text model", key="clip.projector_type", rule="mmproj_kind")
         if not candidates:
             raise ctx.error(f"general.architecture {ctx.arch!r} / clip.projector_type {projector!r} is not a "
                             "supported vision tower", key="clip.projector_type", rule="unsupported_architecture")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -42,10 +43,18 @@ class Model:
     bound: BoundModel
     components: tuple[str, ...]
     component_records: dict = field(default_factory=dict)  # component id → converters.model.components.Component
+    tokenizer_dir: Path | None = None  # --tokenizer-dir: the tokenizer files of a GGUF's original repository
 
     @property
     def source(self):
         return self.sources["main"]
+
+    def frontend(self):
+        """The text frontend resources (:func:`converters.sources.frontend.frontend_resources`): the source's,
+        or those of :attr:`tokenizer_dir` checked against the GGUF's tokenizer."""
+        from converters.sources.frontend import frontend_resources
+
+        return frontend_resources(self.source, tokenizer_dir=self.tokenizer_dir)
 
     def close(self) -> None:
         for s in self.sources.values():
@@ -63,11 +72,14 @@ def open_model(path_or_source, *, components: Iterable[str] = ("text",), inputs:
 
     ``components``: ``text`` plus any of ``mtp``, ``vision``, ``dflash``, ``dflash2`` (:mod:`converters.model.components`;
     one the inputs do not provide is an error naming it). ``inputs``: further inputs component mappings
-    read — ``{"mmproj": path, "drafter": path or [paths]}``."""
+    read — ``{"mmproj": path, "drafter": path or [paths]}`` — and ``"tokenizer_dir"``, the directory whose
+    tokenizer files replace the ones a GGUF's are rebuilt into (:meth:`Model.frontend`)."""
     owned = not hasattr(path_or_source, "tensors")
     source = open_source(path_or_source) if owned else path_or_source
     sources = {"main": source}
     opened: list = []
+    inputs = dict(inputs or {})
+    tokenizer_dir = inputs.pop("tokenizer_dir", None)
     try:
         sources.update(open_inputs(inputs, opened))
         normalized = explain_text_config(source)
@@ -88,7 +100,7 @@ def open_model(path_or_source, *, components: Iterable[str] = ("text",), inputs:
             s.close()
         raise
     return Model(sources, config, dict(normalized.evidence), normalized.rules_file, arch, args, bound, components,
-                 {c.id: c for c in records})
+                 {c.id: c for c in records}, Path(tokenizer_dir) if tokenizer_dir is not None else None)
 
 
 def parameter_values(sources: dict, p: BoundParameter, bound: BoundModel | None = None) -> np.ndarray:

@@ -5,7 +5,8 @@ Order of work (each step can fail before the next writes anything):
 1. refuse an existing output (never overwritten) and load + validate the recipe — before the input is
    read (style: "check flag combinations and refuse existing outputs before reading input");
 2. open the source, normalise the config, bind the mappings (every tensor accounted for);
-3. plan every object from codec geometry (``plan.py``); apply the template (``template.py``);
+3. plan every object from codec geometry (``plan.py``); apply the template (``template.py``); label each
+   object's exactness (``exactness.py``: small float re-encodings probed);
 4. ``dry_run``: return the plan, write nothing;
 5. write: declare the objects, plan the files (the measured errors' JSON space reserved, so the layout
    never depends on measured values: :mod:`converters.scaleout.reservation`), produce every object on a
@@ -28,7 +29,6 @@ import dataclasses
 import logging
 import os
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -38,6 +38,7 @@ from converters import __version__
 from converters.errors import ConversionError
 from converters.mapping.recipes import Recipe, load_recipe
 from converters.model.engine import Model, open_model
+from converters.pipeline.exactness import counts, predict
 from converters.pipeline.expert_bank import bank_shares
 from converters.pipeline.importance import plan_importance
 from converters.pipeline.plan import make_plan
@@ -48,7 +49,7 @@ from converters.pipeline.proposal import ProposalRequest
 from converters.pipeline.proposal import prepare as prepare_proposal
 from converters.pipeline.template import BorrowedObject, apply_template, prefix
 from converters.sources.fileio import is_directory, lexists, resolved
-from converters.sources.frontend import TEXT_ROLES, frontend_resources
+from converters.sources.frontend import TEXT_ROLES
 from converters.sources.hadamard import read_rotation
 from converters.sources.imatrix import read_imatrix
 from converters.sources.kind import wrong_kind
@@ -61,6 +62,8 @@ from ninfer_core.errors import ArtifactExistsError
 log = logging.getLogger(__name__)
 
 DEFAULT_RECIPE = "groupwise-int"
+#: source storage types that are plain floats: requantizing anything else is requantizing a quantized source
+FLOAT_SOURCE_TYPES = frozenset({"F64", "F32", "F16", "BF16"})
 #: the command that converts each source kind (``expect_kind``).
 CONVERT_COMMAND = {"gguf": "gguf2ninfer", "hf": "st2ninfer"}
 #: an expert bank at least this large is written by several workers at once, in shares of experts
@@ -102,7 +105,6 @@ class Result:
                 if o.notes:
                     row["notes"] = list(o.notes)
             if o.id in self.errors:
-                row["exactness"] = measured_exactness(self.errors[o.id])
                 row["error"] = self.errors[o.id].to_json()
             rows.append(row)
         return rows
@@ -129,7 +131,7 @@ class Result:
             "produced": {"objects": len(produced), "bytes": sum(r["bytes"] for r in produced),
                          "by_prefix": produced_by_prefix},
             "borrowed": {"objects": len(borrowed), "bytes": sum(r["bytes"] for r in borrowed), "by_prefix": by_prefix},
-            "exactness": dict(Counter(r["exactness"] for r in produced)),
+            "exactness": counts(r["exactness"] for r in produced if r["kind"] == "tensor"),
             "only_layer": self.plan.only_layer, "notes": list(self.plan.notes),
         }
         quant = [r for r in produced if "source_quantization" in r]
@@ -137,7 +139,7 @@ class Result:
             kinds = {q["kind"] for r in quant for q in (r["source_quantization"] if isinstance(r["source_quantization"], list)
                                                         else [r["source_quantization"]])}
             out["prequantized"] = {"objects": len(quant), "kinds": sorted(kinds),
-                                   "exactness": dict(Counter(r["exactness"] for r in quant)),
+                                   "exactness": counts(r["exactness"] for r in quant),
                                    "max_ulp": max((r["max_ulp"] for r in quant if "max_ulp" in r), default=None)}
         if self.plan.importance is not None:
             imp = self.plan.importance.to_json()
@@ -158,24 +160,38 @@ class Result:
         if worst:
             k, v = min(worst, key=lambda kv: kv[1].cosine)
             out["worst_cosine"] = {"object": k, **v.to_json()}
+        if requant := self.requantized_quantized(rows):
+            out["requantized_quantized_source"] = requant
         return out
 
+    def requantized_quantized(self, rows: list[dict]) -> dict | None:
+        """The requantized objects whose source is already quantized (docs/recipes.md §Requantizing a quantized
+        source): their count, the source types and the worst measured cosine (``None`` before writing)."""
+        types = {o.id: {p.source_type for p in o.pieces} - FLOAT_SOURCE_TYPES for o in self.objects
+                 if isinstance(o, PlannedTensor)}
+        hit = [r["id"] for r in rows if r["origin"] == "produced" and r["exactness"] == "requantized" and types.get(r["id"])]
+        if not hit:
+            return None
+        measured = [(self.errors[i].cosine, i) for i in hit if i in self.errors]
+        worst = min(measured) if measured else None
+        return {"objects": len(hit), "source_types": sorted({t for i in hit for t in types[i]}),
+                "worst_cosine": round(worst[0], 6) if worst else None, "worst_object": worst[1] if worst else None}
 
-def measured_exactness(stats: ErrorStats) -> str:
-    return "value-exact" if stats.exact else "requantized"
 
-
-def check_output_free(output: Path, *, create_parent: bool = False, source=None) -> None:
+def check_output_free(output: Path, *, create_parent: bool = False, source=None) -> list[Path]:
     """Refuse an existing ``output``; its directory must exist, or with ``create_parent`` is created (as
     ``mkdir -p``: the commands do this, docs/cli.md §Outputs) — once ``source``, when given, is found, so a
-    mistyped source leaves nothing behind and is the error reported."""
+    mistyped source leaves nothing behind and is the error reported. Returns the directories it created,
+    deepest first (:func:`output_parent` removes them again when the command fails)."""
     if source is not None and not os.path.exists(source) and not lexists(output):
-        return
+        return []
     if lexists(output):
         cleanup_temporaries(output)  # a dead writer's leftovers of the published output (docs/robustness.md)
         raise ArtifactExistsError(f"{output.name} already exists; it is never overwritten (remove it or choose "
                                   "another name)", file=str(output), section="§11.4", rule="target_exists")
+    created: list[Path] = []
     if create_parent and not is_directory(output.parent):
+        created = [d for d in [output.parent, *output.parent.parents] if not lexists(d)]
         try:
             output.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -183,6 +199,22 @@ def check_output_free(output: Path, *, create_parent: bool = False, source=None)
                                   file=str(output.parent), rule="target_path") from None
     if not is_directory(output.parent):
         raise ConversionError("the output's directory does not exist", file=str(output), rule="target_path")
+    return created
+
+
+@contextlib.contextmanager
+def output_parent(output: Path, *, source=None) -> Iterator[None]:
+    """:func:`check_output_free` creating the output's directory; when the body fails, the directories it
+    created are removed again if still empty, so a refused command leaves no ``out/`` behind (docs/cli.md
+    §Outputs)."""
+    created = check_output_free(output, create_parent=True, source=source)
+    try:
+        yield
+    except BaseException:
+        for d in created:  # deepest first; a directory something was written into stays
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        raise
 
 
 @dataclass(frozen=True)
@@ -240,14 +272,14 @@ def convert_with(options: ConvertOptions, *, on_plan: Callable[[list], None] | N
                  progress: Callable[[str, int], None] | None = None) -> Result:
     """:func:`convert` in this process with ``options`` (their staging fields are not read): the output is
     refused before the input paths are resolved or anything is read."""
-    if not options.dry_run:
-        check_output_free(Path(options.output), create_parent=True, source=options.source)
-    o = options.resolved()
-    return convert(o.source, o.output, recipe=o.recipe, template=o.template, max_file_bytes=o.max_file_bytes,
-                   only_layer=o.only_layer, dry_run=o.dry_run, components=o.components, inputs=o.inputs,
-                   workers=o.workers, expect_kind=o.kind, progress=progress, on_plan=on_plan,
-                   artifact_id=o.artifact_id, proposal=o.proposal, artifact_id_from_content=o.artifact_id_from_content,
-                   format_overrides=o.format_overrides, imatrix=o.imatrix)
+    with contextlib.nullcontext() if options.dry_run else output_parent(Path(options.output), source=options.source):
+        o = options.resolved()
+        return convert(o.source, o.output, recipe=o.recipe, template=o.template, max_file_bytes=o.max_file_bytes,
+                       only_layer=o.only_layer, dry_run=o.dry_run, components=o.components, inputs=o.inputs,
+                       workers=o.workers, expect_kind=o.kind, progress=progress, on_plan=on_plan,
+                       artifact_id=o.artifact_id, proposal=o.proposal,
+                       artifact_id_from_content=o.artifact_id_from_content,
+                       format_overrides=o.format_overrides, imatrix=o.imatrix)
 
 
 def convert(source, output, *, recipe: str | Path | None = None, template: str | Path | None = None,
@@ -275,6 +307,7 @@ def convert(source, output, *, recipe: str | Path | None = None, template: str |
                          components=components, inputs=inputs, expect_kind=expect_kind, proposal=proposal,
                          format_overrides=format_overrides, imatrix=imatrix) as c:
         result = c.result
+        predict(c.objects, c.producer)  # the one exactness label of each object, dry run included
         if on_plan is not None:
             on_plan(c.objects)
         if dry_run:
@@ -315,13 +348,14 @@ def open_conversion(source, output, *, recipe: str | Path | None = None, templat
     weights = read_imatrix(imatrix) if imatrix is not None else None  # a bad file is refused before the source
     tpl = open_artifact(template) if template is not None else None
     try:
-        rec = load_recipe(recipe if recipe is not None else template_recipe(tpl))
-        if format_overrides:  # per-tensor formats from the command line (docs/recipes.md §Overrides)
-            rec = rec.with_overrides(format_overrides)
+        named = load_recipe(recipe) if recipe is not None else None  # a named recipe is checked before reading
         with open_model(source, components=components, inputs=inputs) as model:
             if expect_kind is not None and model.source.kind != expect_kind:
                 raise wrong_kind(model.source.path, model.source.kind, (expect_kind,),
                                  command=CONVERT_COMMAND[expect_kind])
+            rec = conversion_recipe(named, tpl, model.source)
+            if format_overrides:  # per-tensor formats from the command line (docs/recipes.md §Overrides)
+                rec = rec.with_overrides(format_overrides)
             plan = plan_conversion(model, rec, only_layer=only_layer, proposal=proposal)
             objects = apply_template(plan, tpl) if tpl is not None else list(plan.objects)
             if weights is not None:
@@ -339,12 +373,35 @@ def template_recipe(tpl) -> str:
     :data:`DEFAULT_RECIPE`."""
     from converters.mapping.recipes import list_recipes
 
-    if tpl is not None:
-        ident = tpl.metadata.get("identity")
-        name = ident.get("weights_id") if isinstance(ident, dict) else None
-        if isinstance(name, str) and name in list_recipes():
-            return name
-    return DEFAULT_RECIPE
+    name = template_kind(tpl)
+    return name if name is not None and name in list_recipes() else DEFAULT_RECIPE
+
+
+def template_kind(tpl) -> str | None:
+    """A template's ``metadata.identity.weights_id`` (the recipe it was made with), or None."""
+    ident = tpl.metadata.get("identity") if tpl is not None else None
+    name = ident.get("weights_id") if isinstance(ident, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def conversion_recipe(named: Recipe | None, tpl, source) -> Recipe:
+    """The recipe of a conversion (docs/ternary.md §1): the ``named`` one (``--recipe``); else, for a ternary
+    source (a ternary or binary GGML type, found by content: :func:`converters.sources.ternary.ternary_tensors`),
+    the ternary recipe, which keeps every code; else the template's; else :data:`DEFAULT_RECIPE`. A ternary
+    recipe packs onto a ``groupwise-int`` template only: another kind is refused before anything is written."""
+    from converters.sources import ternary
+
+    rec = named
+    if rec is None:
+        rec = load_recipe(ternary.RECIPE if ternary.ternary_tensors(source) else template_recipe(tpl))
+    kind = template_kind(tpl)
+    if rec.name in ternary.RECIPES and tpl is not None and kind != ternary.TEMPLATE_KIND:
+        raise ConversionError(
+            f"the template is a {kind or 'template of unknown kind (no metadata.identity.weights_id)'} artifact; "
+            f"the {rec.name} recipe packs a ternary source onto a {ternary.TEMPLATE_KIND} template of the same model, "
+            f"whose grouping it keeps (docs/ternary.md §1); nothing was written", file=str(tpl.path),
+            json_path="$.metadata.identity.weights_id", rule="template_kind")
+    return rec
 
 
 def plan_conversion(model: Model, recipe: Recipe, *, only_layer: int | None = None,
@@ -354,7 +411,7 @@ def plan_conversion(model: Model, recipe: Recipe, *, only_layer: int | None = No
 
     With ``only_layer`` the minimal artifact holds text layer ``only_layer`` only: no other component is
     declared (a component record promises its data, container §4.2) and no proposal is made."""
-    fr = frontend_resources(model.source)
+    fr = model.frontend()
     files = [(role, fr.files[role], fr.provenance.get(role, {})) for role in TEXT_ROLES if role in fr.files]
     resources, configs = {"text": files}, {"text": model.config}
     bound, extra = model.bound, None
@@ -429,9 +486,7 @@ def provenance_of(model: Model, plan: Plan, objects: list, result: Result) -> di
             if o.notes:
                 entry["notes"] = list(o.notes)
             if o.id in result.errors:
-                stats = result.errors[o.id]
-                entry["exactness"] = measured_exactness(stats)
-                entry["measured_error"] = stats.to_json()
+                entry["measured_error"] = result.errors[o.id].to_json()
             if o.id in result.proofs:
                 entry["exactness_check"] = result.proofs[o.id]
             if imp is not None:

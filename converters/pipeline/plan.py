@@ -25,7 +25,7 @@ import numpy as np
 from converters.errors import ConversionError, RecipeError
 from converters.mapping import transforms as T
 from converters.mapping.binder import BoundModel, BoundParameter
-from converters.mapping.overrides import FormatOverride, first_match
+from converters.mapping.overrides import FormatOverride, check_matched, first_match
 from converters.mapping.recipes import EXACT, REFUSE, SOURCE, GroupSpec, Recipe, RoleSpec
 from converters.pipeline import prequantized as PQ
 from converters.pipeline.expert_bank import plan_bank
@@ -61,6 +61,7 @@ def make_plan(bound: BoundModel, recipe: Recipe, sources: dict, *, only_layer: i
     ``component_configs``: component → normalised config.
     """
     params = list(bound.parameters)
+    check_matched(recipe.overrides, params)
     if only_layer is not None:
         n = len(bound.layer_kinds)
         if not 0 <= only_layer < n:
@@ -195,11 +196,14 @@ class _Planner:
 
         pieces = make(fmt)
         inexact = [pc for pc in pieces if pc.method == "encode"]
+        for pc in inexact if spec.when_inexact is None else ():
+            self.note_unkept(next(m for m in members if m.name == pc.parameter), pc, fmt)
         if inexact and spec.when_inexact is not None:
             p = next(m for m in members if m.name == inexact[0].parameter)
             if spec.when_inexact == REFUSE:
-                raise self.refusal(p, fmt, f"group {spec.key}")
-            notes.append(f"{p.name}: {self.why_not_exact(p, fmt)}; when_inexact: {spec.when_inexact}")
+                raise self.refusal(p, fmt, f"group {spec.key}", inexact[0].row_start)
+            notes.append(f"{p.name}: {self.why_not_exact(p, fmt, inexact[0].row_start)}; when_inexact: "
+                         f"{spec.when_inexact}")
             fmt, divisors = self.fit(oid, spec.when_inexact, None, shape, 1, notes)
             pieces = make(fmt)
         return self.tensor(oid, shape, fmt, divisors, pieces, spec.encoder, members, notes,
@@ -234,7 +238,9 @@ class _Planner:
         else:
             fmt, divisors = self.fit(p.name, spec.format, spec.fallback, p.shape, 1, notes)
             piece = self.piece(p, fmt, 0, hadamard=self.rotation(p, spec))
-            if piece.method == "encode" and spec.when_inexact is not None:
+            if piece.method == "encode" and spec.when_inexact is None:
+                self.note_unkept(p, piece, fmt)
+            elif piece.method == "encode":
                 if spec.when_inexact == REFUSE:
                     raise self.refusal(p, fmt, f"role {spec.pattern}")
                 notes.append(f"{self.why_not_exact(p, fmt)}; when_inexact: {spec.when_inexact}")
@@ -272,7 +278,7 @@ class _Planner:
         qw = PQ.quantized_weight(self.sources, src)
         if qw is not None:  # a prequantized tensor: kept when fmt holds it exactly, else requantized
             if (hadamard is None and self.recipe.exact_transcoding == "prefer"
-                    and PQ.why_not_kept(qw, src.chain, fmt) is None):
+                    and PQ.why_not_kept(qw, src.chain, fmt, row_start) is None):
                 return PQ.kept_piece(p, qw, fmt, row_start)
             return PQ.requantized_piece(p, qw, row_start, hadamard)
         t = self.sources[src.input].tensor(src.tensor)
@@ -320,11 +326,19 @@ class _Planner:
             self.source_rotation = rot
         return mode
 
-    def why_not_exact(self, p: BoundParameter, fmt: str) -> str:
-        """Why ``p`` cannot be transcoded exactly into ``fmt`` (for notes and refusals)."""
+    def note_unkept(self, p: BoundParameter, piece: Piece, fmt: str) -> None:
+        """A plan note for a prequantized piece requantized although ``fmt`` is one of its exact targets: the
+        piece's rows or place do not fit the format (docs/prequantized.md §Row gathers)."""
+        qw = PQ.quantized_weight(self.sources, p.source)
+        if qw is not None and fmt in qw.exact_targets():
+            self.notes.append(f"{p.name}: {self.why_not_exact(p, fmt, piece.row_start)}: requantized into {fmt}")
+
+    def why_not_exact(self, p: BoundParameter, fmt: str, row_start: int = 0) -> str:
+        """Why ``p`` (a piece from row ``row_start`` of its object) cannot be transcoded exactly into ``fmt`` (for
+        notes and refusals)."""
         src = p.source
         if (qw := PQ.quantized_weight(self.sources, src)) is not None:
-            why = PQ.why_not_kept(qw, src.chain, fmt)
+            why = PQ.why_not_kept(qw, src.chain, fmt, row_start)
             if why is None and self.recipe.exact_transcoding != "prefer":
                 why = f"recipe {self.recipe.name} sets exact_transcoding: {self.recipe.exact_transcoding}"
             return why or "the recipe rotates it"
@@ -351,9 +365,9 @@ class _Planner:
                     f"{fmt} groups of {codecs.codec_traits(fmt).group or '?'}")
         return "the recipe rotates it"
 
-    def refusal(self, p: BoundParameter, fmt: str, where: str) -> ConversionError:
+    def refusal(self, p: BoundParameter, fmt: str, where: str, row_start: int = 0) -> ConversionError:
         return ConversionError(f"{p.name}: {p.source.tensor} cannot be transcoded exactly into {fmt}: "
-                               f"{self.why_not_exact(p, fmt)}; recipe {self.recipe.name} ({where}) sets "
+                               f"{self.why_not_exact(p, fmt, row_start)}; recipe {self.recipe.name} ({where}) sets "
                                "when_inexact: refuse, so it is not requantized", file=self.recipe.file,
                                rule="inexact_refused")
 

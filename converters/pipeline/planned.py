@@ -66,11 +66,13 @@ class PlannedTensor:
     notes: tuple[str, ...] = ()
     bank_rows: int = 0  # an expert bank (expert_bank.py): rows per expert; 0 otherwise
     rule: str = ""  # what chose the format: a recipe role or group, or a command-line override (the plan shows it)
+    probed: str | None = None  # the label a probe of its values gave (converters.pipeline.exactness.predict)
     kind = "tensor"
 
     @property
     def exactness(self) -> str:
-        return max((p.exactness for p in self.pieces), key=EXACTNESS.index)
+        """The object's one label (converters/pipeline/exactness.py): the probe's, else its least exact piece's."""
+        return self.probed or max((p.exactness for p in self.pieces), key=EXACTNESS.index)
 
     @property
     def sources(self) -> list[str]:

@@ -4,10 +4,11 @@ A source that declares a quantization (compressed-tensors, ModelOpt, Qwen block 
 module as one virtual tensor whose ``source.quantized(name)`` is a ``QuantizedWeight``
 (:mod:`converters.sources.prequantized`). Such a tensor is *kept* — a ``transcode`` piece whose bytes are
 ``qw.transcode(fmt, r0, r1)``: codes and scales copied, the value relation of its library convention stated —
-when the format is one of ``qw.exact_targets()``, no value transform changes it, its input columns stay in
-place (a moved column would split its scale groups) and, for a format with row tiles (nvfp4's 128-row
-scale tiles), its rows move only as whole tiles. Otherwise it is requantized from the library's own
-dequantization (``encode``; error measured as for any source).
+when the format is one of ``qw.exact_targets()``, no value transform changes it and its input columns stay in
+place (a moved column would split its scale groups). Rows may be selected and permuted at will — each row's
+codes and scales move with it (``qw.gather``; docs/prequantized.md §Row gathers) — as long as, for a format
+with row tiles (nvfp4's 128-row scale tiles), the piece is whole tiles and starts on one. Otherwise it is
+requantized from the library's own dequantization (``encode``; error measured as for any source).
 
 nvfp4 keeps the source's weight divisor: a parent of several kept members needs one divisor per member
 unless they share one (:func:`reconcile_divisors`).
@@ -41,8 +42,10 @@ def float_widening(fmt: str) -> bool:
     return codecs.codec_traits(fmt).bits_per_weight >= 16
 
 
-def why_not_kept(qw, chain, fmt: str) -> str | None:
-    """Why the tensor of ``qw`` read through ``chain`` cannot be transcoded into ``fmt``, or None when it can."""
+def why_not_kept(qw, chain, fmt: str, row_start: int = 0) -> str | None:
+    """Why the tensor of ``qw`` read through ``chain`` cannot be transcoded into ``fmt`` as a piece starting at
+    row ``row_start`` of its object, or None when it can. A row map (split, per-head selection, permutation)
+    is no obstacle: the rows are gathered with their scales; only the destination's row tiles count."""
     targets = qw.exact_targets()
     if fmt not in targets:
         return f"{qw.kind} has no exact path into {fmt} (its exact targets: {', '.join(targets) or 'none'})"
@@ -51,20 +54,12 @@ def why_not_kept(qw, chain, fmt: str) -> str | None:
     if chain.columns is not None:
         return f"the mapping moves its input columns, which would split its {qw.kind} scale groups"
     tile = codecs.codec_traits(fmt).row_tile
-    if tile > 1 and not whole_tiles(chain.rows, tile):
-        return f"the mapping selects its rows in pieces that split {fmt}'s {tile}-row scale tiles"
+    if tile > 1 and chain.n_rows % tile:
+        return (f"the mapping selects {chain.n_rows} of its {chain.source_rows} rows, not whole {fmt} {tile}-row "
+                "scale tiles")
+    if tile > 1 and row_start % tile:
+        return f"it starts at row {row_start} of its object, inside one of {fmt}'s {tile}-row scale tiles"
     return None
-
-
-def whole_tiles(rows, tile: int) -> bool:
-    """Whether a chain's row map (None: identity) moves only whole, aligned ``tile``-row runs."""
-    if rows is None:
-        return True
-    ids = np.asarray(rows, dtype=np.int64)
-    if len(ids) % tile:
-        return False
-    runs = ids.reshape(-1, tile)
-    return bool(np.all(runs[:, 0] % tile == 0) and np.all(runs - runs[:, :1] == np.arange(tile)))
 
 
 def record(qw, fmt: str | None) -> dict:
@@ -192,9 +187,25 @@ def keep_piece(planner, p) -> tuple[str, Piece] | None:
     fmt = planner.recipe.fallback_for(qw.kind) or planner.role(p).format
     if fmt == EXACT:
         return planner.exact_piece(p)
+    why = why_unkept(p, qw)
     planner.notes.append(f"{p.name}: {qw.kind} has no quantized exact form for {list(p.shape)} (exact targets: "
-                         f"{', '.join(qw.exact_targets()) or 'none'}): requantized into {fmt}")
+                         f"{', '.join(qw.exact_targets()) or 'none'}{'; ' + why if why else ''}): requantized into {fmt}")
     return fmt, requantized_piece(p, qw, 0)
+
+
+def why_unkept(p, qw) -> str | None:
+    """Why ``p`` cannot keep its first quantized exact target: the chain's reason or the format's shape rule; or
+    why the weight has no quantized exact target at all."""
+    fmt = next((f for f in qw.exact_targets() if not float_widening(f)), None)
+    if fmt is None:
+        return qw.no_quantized_target()
+    why = why_not_kept(qw, p.source.chain, fmt)
+    if why is None:
+        try:
+            codecs.validate_combination(fmt, codecs.FORMATS[fmt].layout, p.shape, 1)
+        except EncodingError as exc:
+            why = exc.message
+    return f"{fmt}: {why}" if why else None
 
 
 def bind_input_scale(planner, p, use: dict, aux: dict) -> None:

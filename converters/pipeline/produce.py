@@ -414,22 +414,20 @@ class Producer:
 
 
     def kept_block(self, obj: PlannedTensor, pc: Piece, a: int, b: int, *, ranges: bool = False) -> Block:
-        """Member rows ``[a, b)`` of a kept prequantized tensor: ``QuantizedWeight.transcode`` of each run of
-        consecutive source rows (codes and scales copied, the source's divisor kept; docs/prequantized.md),
-        stacked plane by plane when the mapping selects rows. ``ranges``: rows of one run whose code plane
-        the source holds unchanged (``QuantizedWeight.code_span``) give it as a :class:`FileRange`, which the
-        in-process writer copies in the kernel; only the other planes are made here (docs/io-speed.md
-        §Prequantized bench)."""
+        """Member rows ``[a, b)`` of a kept prequantized tensor: ``QuantizedWeight.transcode`` of its source rows
+        (codes and scales copied, the source's divisor kept; docs/prequantized.md), or ``gather`` of the runs
+        of consecutive source rows when the mapping selects or permutes rows
+        (docs/prequantized.md §Row gathers). ``ranges``: rows of one run whose code plane the source holds unchanged
+        (``QuantizedWeight.code_span``) give it as a :class:`FileRange`, which the in-process writer copies in
+        the kernel; only the other planes are made here (docs/io-speed.md §Prequantized bench)."""
         qw = quantized_weight(self.sources, pc.source)
         ids = pc.source.chain.row_ids(a, b)
         runs = [(ids.start, ids.stop)] if isinstance(ids, slice) else row_runs(np.asarray(ids))
         span = qw.code_span(obj.format, *runs[0]) if ranges and len(runs) == 1 else None
-        parts = [(r1 - r0, np.frombuffer(memoryview(qw.transcode(obj.format, r0, r1, codes=span is None)).cast("B"),
-                                         dtype=np.uint8)) for r0, r1 in runs]
-        shape = (b - a, *obj.shape[1:])
-        data = parts[0][1] if len(parts) == 1 else stack_rows(obj, pc, shape, parts)
-        return Block(pc.row_start + a, pc.row_start + b, data, shape,
-                     code_ranges=None if span is None else [FileRange(*span)])
+        data = (qw.transcode(obj.format, *runs[0], codes=span is None) if len(runs) == 1
+                else qw.gather(obj.format, runs))
+        return Block(pc.row_start + a, pc.row_start + b, np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8),
+                     (b - a, *obj.shape[1:]), code_ranges=None if span is None else [FileRange(*span)])
 
 
 def code_plane(obj: PlannedTensor, block: Block, size: int) -> list[FileRange]:
@@ -445,27 +443,6 @@ def row_runs(ids: np.ndarray) -> list[tuple[int, int]]:
     """``[(r0, r1), …]``: the runs of consecutive source rows of a row map, in order."""
     cuts = np.flatnonzero(np.diff(ids) != 1) + 1
     return [(int(r[0]), int(r[-1]) + 1) for r in np.split(ids, cuts)]
-
-
-def stack_rows(obj: PlannedTensor, pc: Piece, shape: tuple[int, ...], parts: list[tuple[int, np.ndarray]]) -> np.ndarray:
-    """Small objects of ``obj.format`` (rows, bytes) stacked by rows into one of ``shape``: each plane is the
-    concatenation of theirs (row-major planes; nvfp4's tiles whole, planner-checked), a plane of whole-object
-    units (an nvfp4 divisor) taken once — it must be the same in every part."""
-    out = []
-    small = [codecs.planes(obj.format, obj.layout, (n, *shape[1:])) for n, _ in parts]
-    for j, plane in enumerate(codecs.planes(obj.format, obj.layout, shape)):
-        pieces = [data[sp[j].offset:sp[j].offset + sp[j].size] for (_, data), sp in zip(parts, small, strict=True)]
-        if sum(p.size for p in pieces) == plane.size:
-            out.append(np.concatenate(pieces))
-        elif all(p.size == plane.size and np.array_equal(p, pieces[0]) for p in pieces):
-            out.append(pieces[0])
-        else:
-            raise ConversionError(f"{obj.id}: the row runs of {pc.parameter} do not stack into plane {plane.name}",
-                                  rule="plane_geometry")
-    flat = np.zeros(codecs.encoded_size(obj.format, obj.layout, shape), dtype=np.uint8)
-    for plane, part in zip(codecs.planes(obj.format, obj.layout, shape), out, strict=True):
-        flat[plane.offset:plane.offset + plane.size] = part
-    return flat
 
 
 def require_finite(x: np.ndarray, pc: Piece, rows: TensorRows, a: int) -> None:

@@ -45,15 +45,19 @@ def repack_artifact(source: str | Path, target: str | Path, *, max_file_bytes: i
                     progress: Callable[[int], None] | None = None) -> tuple[Path, dict]:
     """Copy ``source`` into the new artifact ``target``; returns the entry written and its summary (with
     ``source``: path and ``artifact_id``). ``on_start(payload_bytes)`` is called once the source is open,
-    ``progress(n)`` as bytes are copied. A failure leaves no output file."""
+    ``progress(n)`` as bytes are copied. A missing target directory is created; a failure leaves no output
+    file and no directory it created."""
+    from converters.pipeline.convert import output_parent
+
     check_targets_free(Path(target), [None])  # refuse before reading anything
-    require_kind(source, ("ninfer",), command="repack", rule="repack_source", pass_unrecognised=True)
-    with open_artifact(source) as src:
-        refuse_parts_leaving(src, source, command="repack")
-        total, source_id = src.payload_bytes, src.artifact_id
-    if on_start is not None:
-        on_start(total)
-    out = repack(source, target, max_file_bytes=max_file_bytes, progress=progress)
+    with output_parent(Path(target), source=source):  # out/ is made as for a conversion (docs/cli.md §Outputs)
+        require_kind(source, ("ninfer",), command="repack", rule="repack_source", pass_unrecognised=True)
+        with open_artifact(source) as src:
+            refuse_parts_leaving(src, source, command="repack")
+            total, source_id = src.payload_bytes, src.artifact_id
+        if on_start is not None:
+            on_start(total)
+        out = repack(source, target, max_file_bytes=max_file_bytes, progress=progress)
     with open_artifact(out) as art:
         summary = artifact_summary(art)
     summary["source"] = {"path": str(source), "artifact_id": source_id}

@@ -4,6 +4,10 @@ Per tensor object: component, layer and parameter kind (from its id ``component/
 bytes, elements, exactness, and — for requantized objects — the measured cosine and RMS error recorded in
 provenance. The relative RMS is that RMS over the RMS of the stored values, which the report decodes
 (row blocks of :data:`DECODE_ROWS`, memory bounded), since provenance keeps the absolute RMS only.
+
+The source's bits per weight come from the source type of every piece provenance records
+(:func:`source_bits`): a GGUF type's block size (scales included), a safetensors float dtype's width; an
+integer dtype (a packed prequantized tensor, whose element is not a weight) leaves it unknown.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from converters.pipeline.exactness import provenance_counts
 from converters.sources.fileio import refuse_parts_leaving
 from ninfer_core import codecs, open_artifact
 
@@ -37,6 +42,7 @@ class ObjectFacts:
     rms: float | None = None
     rel_rms: float | None = None
     importance_used: bool | None = None
+    source_bits: float | None = None  # bits the source stored per weight of this object (None: unknown)
 
     def to_json(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if v is not None or k == "layer"}
@@ -52,6 +58,7 @@ class ReportFacts:
     importance: dict | None
     acceptance: dict | None
     objects: list[ObjectFacts] = field(default_factory=list)
+    exactness: dict[str, int] = field(default_factory=dict)  # the count of the summary and inspect (exactness.py)
 
     def bytes_by_component_format(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -66,6 +73,16 @@ class ReportFacts:
             by[o.component][1] += o.elements
         return {c: round(8 * b / n, 4) for c, (b, n) in by.items() if n}
 
+    def source_bits_per_weight(self) -> dict[str, float | None]:
+        """Per component, the source's bits per weight over the same objects (``None``: some source type
+        has no known width, docs/report.md §What the report shows)."""
+        by: dict[str, list] = defaultdict(lambda: [0.0, 0])
+        for o in self.objects:
+            acc = by[o.component]
+            acc[0] = None if acc[0] is None or o.source_bits is None else acc[0] + o.source_bits * o.elements
+            acc[1] += o.elements
+        return {c: None if b is None else round(b / n, 4) for c, (b, n) in by.items() if n}
+
     def layered(self) -> list[ObjectFacts]:
         return [o for o in self.objects if o.layer is not None]
 
@@ -74,7 +91,9 @@ class ReportFacts:
                 "name": self.name, "recipe": self.recipe.get("name"), "overrides": self.overrides,
                 "importance": self.importance, "acceptance": self.acceptance,
                 "bytes_by_component_format": self.bytes_by_component_format(),
-                "bits_per_weight": self.bits_per_weight(), "objects": [o.to_json() for o in self.objects]}
+                "bits_per_weight": self.bits_per_weight(), "source_bits_per_weight": self.source_bits_per_weight(),
+                "exactness": self.exactness,
+                "objects": [o.to_json() for o in self.objects]}
 
 
 def _split(oid: str) -> tuple[str, int | None, str]:
@@ -83,6 +102,38 @@ def _split(oid: str) -> tuple[str, int | None, str]:
         return m["component"], int(m["layer"]), m["kind"]
     comp, _, rest = oid.partition("/")
     return comp, None, rest or oid
+
+
+def type_bits(source_kind: str, source_type: str) -> float | None:
+    """Bits per weight a source of ``source_kind`` (``gguf``, ``safetensors``, ``hf``) stores for
+    ``source_type``: a GGUF type's block bytes over its elements, a safetensors float dtype's width."""
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    from converters.sources.safetensors import DTYPE_BITS
+
+    if source_kind == "gguf":
+        if source_type not in GGMLQuantizationType.__members__:
+            return None
+        block, size = GGML_QUANT_SIZES[GGMLQuantizationType[source_type]]
+        return 8 * size / block
+    if source_type.startswith(("F", "BF")) and source_type in DTYPE_BITS:
+        return float(DTYPE_BITS[source_type])
+    return None
+
+
+def source_bits(source_kind: str, pieces, shape) -> float | None:
+    """The source's bits per weight of one object: its pieces' types weighted by their rows."""
+    if not isinstance(pieces, list) or not pieces or not shape:
+        return None
+    total, rows = 0.0, 0
+    for p in pieces:
+        bits = type_bits(source_kind, str(p.get("source_type"))) if isinstance(p, dict) else None
+        span = p.get("rows") if isinstance(p, dict) else None
+        if bits is None or not (isinstance(span, list) and len(span) == 2):
+            return None
+        total += bits * (span[1] - span[0])
+        rows += span[1] - span[0]
+    return total / rows if rows else None
 
 
 def _stored_rms(a, rec) -> float:
@@ -105,8 +156,10 @@ def gather(path: Path, *, acceptance: dict | None = None) -> ReportFacts:
         prov = a.provenance
         per = prov.get("objects", {}) if isinstance(prov.get("objects"), dict) else {}
         recipe = prov.get("recipe", {}) if isinstance(prov.get("recipe"), dict) else {}
+        source_kind = str((prov.get("source") or {}).get("kind", "")) if isinstance(prov.get("source"), dict) else ""
         facts = ReportFacts(str(path), a.artifact_id, str(a.metadata.get("name", path.name)), recipe,
-                            list(recipe.get("overrides", [])), prov.get("importance"), acceptance)
+                            list(recipe.get("overrides", [])), prov.get("importance"), acceptance,
+                            exactness=provenance_counts(per))
         for rec in a.objects:
             if rec.kind != "tensor":
                 continue
@@ -114,6 +167,7 @@ def gather(path: Path, *, acceptance: dict | None = None) -> ReportFacts:
             comp, layer, kind = _split(rec.id)
             o = ObjectFacts(rec.id, comp, layer, kind, rec.format, rec.bytes, codecs.element_count(rec.shape),
                             str(entry.get("exactness", "unknown")))
+            o.source_bits = source_bits(source_kind, entry.get("pieces"), rec.shape)
             err = entry.get("measured_error")
             if isinstance(err, dict) and o.exactness == "requantized":
                 o.cosine, o.rms = float(err.get("cosine", 1.0)), float(err.get("rms", 0.0))

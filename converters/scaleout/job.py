@@ -23,7 +23,6 @@ import copy
 import hashlib
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -34,10 +33,10 @@ from converters.pipeline.convert import (
     borrowed_chunks,
     check_output_free,
     declare_writer,
-    measured_exactness,
     open_conversion,
     worker_pool,
 )
+from converters.pipeline.exactness import predict, probed
 from converters.pipeline.produce import ErrorStats
 from converters.pipeline.template import BorrowedObject
 from converters.scaleout.planfile import PlanFile, Request
@@ -54,9 +53,17 @@ def _fingerprint(writer) -> str:
 
 
 @contextlib.contextmanager
-def _opened(request: Request, dry_run: bool = False) -> Iterator[tuple]:
-    """The opened conversion and its declared writer (nothing created on disk)."""
+def _opened(request: Request, dry_run: bool = False, labels: dict[str, str] | None = None) -> Iterator[tuple]:
+    """The opened conversion and its declared writer (nothing created on disk). Exactness labels are
+    probed (:func:`converters.pipeline.exactness.predict`) when staging; the encoding processes take the
+    staged ``labels`` (object id → exactness, the plan file's) instead of probing again."""
     with open_conversion(request.source, request.output, dry_run=dry_run, **request.conversion_args()) as c:
+        if labels is None:
+            predict(c.objects, c.producer)
+        else:
+            for o in c.objects:
+                if probed(o):
+                    o.probed = labels[o.id]
         c.result.proofs = prove_objects(c.objects, c.producer)  # as convert() does: recorded in provenance
         writer = declare_writer(c.model, c.plan, c.objects, c.result, max_file_bytes=request.max_file_bytes,
                                 artifact_id=None if request.artifact_id_from_content else request.artifact_id,
@@ -127,7 +134,7 @@ def encode(plan_path: str | Path, *, objects: Iterable[str] | None = None, shard
     measure = {o["id"] for o in pf.objects if o["measure"]}
     written_bytes = 0
     if todo:
-        with _opened(pf.request, dry_run=True) as (c, writer):
+        with _opened(pf.request, dry_run=True, labels={o["id"]: o["exactness"] for o in pf.objects}) as (c, writer):
             if _fingerprint(writer) != pf.fingerprint:
                 raise ConversionError("the conversion plans differently now than when it was staged (source, "
                                       "recipe or converter changed); stage it again", file=str(plan_path),
@@ -181,9 +188,8 @@ def seal(plan_path: str | Path) -> dict:
         if o["measure"]:
             stats = _stats_from(markers[o["id"]]["note"]["stats"])
             errors[o["id"]] = stats
-            entry = provenance["objects"][o["id"]]
-            entry["exactness"] = measured_exactness(stats)  # keys already in place: the reserved record
-            entry["measured_error"] = stats.to_json()
+            # keys already in place: the reserved record; the exactness label is the plan's (exactness.py)
+            provenance["objects"][o["id"]]["measured_error"] = stats.to_json()
     entry_path = staged.seal(provenance=provenance)
     return _summary(pf, staged, errors, entry_path)
 
@@ -195,10 +201,7 @@ def _stats_from(raw: dict) -> ErrorStats:
 
 
 def _summary(pf: PlanFile, staged: StagedArtifact, errors: dict[str, ErrorStats], entry: Path) -> dict:
-    out = dict(pf.summary)
-    produced = [o for o in pf.objects if o["origin"] == "produced"]
-    out["exactness"] = dict(Counter(measured_exactness(errors[o["id"]]) if o["id"] in errors else o["exactness"]
-                                    for o in produced))
+    out = dict(pf.summary)  # its exactness counts are the plan's labels, as written (exactness.py)
     total = sum(o["bytes"] for o in pf.objects)
     seconds = time.time() - pf.created
     out.update(dry_run=False, artifact_id=staged.artifact_id.hex(),

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from converters.errors import ConversionError
-from converters.pipeline.convert import ConvertOptions, Result, check_output_free, convert_with
+from converters.pipeline.convert import ConvertOptions, Result, convert_with, output_parent
 from converters.scaleout import job
 from converters.scaleout.planfile import PlanFile, Request
 from ninfer_core.container.staging import staging_dir_for
@@ -58,14 +58,15 @@ def run_conversion(options: ConvertOptions, *, on_plan: Callable[[list], None] |
     if options.dry_run:
         raise ConversionError("a dry run writes nothing; it excludes plan_only and backend dask",
                               rule="options_conflict")
-    check_output_free(Path(options.output), create_parent=True, source=options.source)
-    o = options.resolved()
-    request = Request.make(o.source, o.output, kind=o.kind, recipe=o.recipe, template=o.template,
-                           max_file_bytes=o.max_file_bytes, only_layer=o.only_layer, components=o.components,
-                           inputs=o.inputs, proposal=o.proposal, artifact_id=o.artifact_id,
-                           artifact_id_from_content=o.artifact_id_from_content, format_overrides=o.format_overrides)
-    return run_staged(request, plan_only=o.plan_only, backend=o.backend, scheduler=o.scheduler, workers=o.workers,
-                      on_kept=on_kept)
+    with output_parent(Path(options.output), source=options.source):
+        o = options.resolved()
+        request = Request.make(o.source, o.output, kind=o.kind, recipe=o.recipe, template=o.template,
+                               max_file_bytes=o.max_file_bytes, only_layer=o.only_layer, components=o.components,
+                               inputs=o.inputs, proposal=o.proposal, artifact_id=o.artifact_id,
+                               artifact_id_from_content=o.artifact_id_from_content,
+                               format_overrides=o.format_overrides)
+        return run_staged(request, plan_only=o.plan_only, backend=o.backend, scheduler=o.scheduler,
+                          workers=o.workers, on_kept=on_kept)
 
 
 def run_staged(request: Request, *, plan_only: Path | None, backend: str = "local", scheduler: str | None = None,

@@ -5,7 +5,8 @@ beside the target (``.<name>.<random>.tmp``), are flushed to disk, and the tempo
 to the target's name, which fails if that name exists — also when another process created it meanwhile.
 On a file system without hard links the name is checked, then the temporary renamed (a race with another
 writer remains possible there). The temporary is removed on every path, so a failure or Ctrl-C leaves
-neither a partial report nor a leftover.
+neither a partial report nor a leftover. :func:`replace_file` is the same for a file that is updated in
+place (an artifact's acceptance record): the temporary is renamed over it.
 
 Each caller names the error it raises for an existing target (``exists``): its message and rule are part
 of that command's contract. Any other failure to write (a missing directory, a read-only or full file
@@ -51,11 +52,8 @@ def refuse_existing(path: str | Path, exists: Callable[[], Exception]) -> None:
         raise exists()
 
 
-def write_new_file(path: str | Path, data: bytes, *, exists: Callable[[], Exception]) -> Path:
-    """Publish ``data`` as the new file ``path`` (see the module docstring); ``exists()`` is raised when the
-    name is taken, before or while writing."""
-    path = Path(path)
-    refuse_existing(path, exists)
+def _flushed_temporary(path: Path, data: bytes) -> str:
+    """A hidden temporary beside ``path`` holding ``data``, flushed to disk, with the mode ``open()`` gives."""
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{temp_stem(path.name)}.", suffix=".tmp",
                                    dir=path.parent if str(path.parent) else ".")
@@ -67,6 +65,29 @@ def write_new_file(path: str | Path, data: bytes, *, exists: Callable[[], Except
             out.write(data)
             out.flush()
             os.fsync(out.fileno())
+    except BaseException as exc:  # Ctrl-C included: no temporary is left behind
+        _remove(tmp)
+        if isinstance(exc, OSError):
+            raise output_write_error(path, exc) from None
+        raise
+    return tmp
+
+
+def _remove(tmp: str) -> None:
+    try:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+    except OSError:
+        pass
+
+
+def write_new_file(path: str | Path, data: bytes, *, exists: Callable[[], Exception]) -> Path:
+    """Publish ``data`` as the new file ``path`` (see the module docstring); ``exists()`` is raised when the
+    name is taken, before or while writing."""
+    path = Path(path)
+    refuse_existing(path, exists)
+    tmp = _flushed_temporary(path, data)
+    try:
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -81,11 +102,21 @@ def write_new_file(path: str | Path, data: bytes, *, exists: Callable[[], Except
             raise
         raise output_write_error(path, exc) from None
     finally:
-        try:
-            if os.path.lexists(tmp):
-                os.unlink(tmp)
-        except OSError:
-            pass
+        _remove(tmp)
+    return path
+
+
+def replace_file(path: str | Path, data: bytes) -> Path:
+    """Publish ``data`` as ``path``, replacing what is there in one rename (a reader sees the old file or the
+    new one, never a part): for a file that is updated, such as an artifact's acceptance record."""
+    path = Path(path)
+    tmp = _flushed_temporary(path, data)
+    try:
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise output_write_error(path, exc) from None
+    finally:
+        _remove(tmp)
     return path
 
 

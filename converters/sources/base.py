@@ -178,3 +178,24 @@ def file_identity(f: OpenFile, header_sha256: str, header_length: int) -> dict:
     mtime = datetime.datetime.fromtimestamp(ident.mtime_ns / 1e9, tz=datetime.UTC).isoformat()
     return {"path": str(f.path.resolve()), "size": ident.size, "mtime": mtime, "mtime_ns": ident.mtime_ns,
             "dev": ident.dev, "ino": ident.ino, "header_sha256": header_sha256, "header_length": header_length}
+
+
+def file_set_identity(path, members: dict[str, dict], side_files: dict[str, dict] | None = None) -> dict:
+    """The provenance identity of a set of source files read as one model (an HF directory's shards and
+    side files, a gguf-split set): ``members`` maps each file name to its :func:`file_identity`,
+    ``side_files`` each small file read whole to its ``sha256`` and ``size``. ``header_sha256`` is the
+    SHA-256 of ``name NUL digest LF`` over the files in listed order (side files first); size, header
+    length and mtime are the members'."""
+    import hashlib
+
+    files = [dict(name=n, **v) for n, v in (side_files or {}).items()]
+    files += [dict(name=n, **v) for n, v in members.items()]
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f"{f['name']}\0{f.get('header_sha256') or f.get('sha256')}\n".encode())
+    ids = list(members.values())
+    return {"path": str(Path(path).resolve()), "size": sum(i["size"] for i in ids),
+            "mtime": max((i["mtime"] for i in ids), default=None),
+            "mtime_ns": max((i["mtime_ns"] for i in ids), default=None),
+            "header_sha256": digest.hexdigest(), "header_length": sum(i["header_length"] for i in ids),
+            "files": files}

@@ -1,6 +1,8 @@
 """Decoding a source tensor's bytes to float32 in its logical row-major shape.
 
-Plain dtypes are numpy views (``ml_dtypes`` for bfloat16 and the 8-bit floats); GGML block types go through
+Plain dtypes are numpy views (``ml_dtypes`` for bfloat16 and the 8-bit floats); the common llama.cpp block
+types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) go through the compiled decoders of ``ninfer_core.codecs.ggml_kernel``
+(bit-identical to gguf-py's, many times faster), the other GGML block types through
 ``gguf.quants.dequantize`` (vectorized, one class per type); the types gguf-py has no decoder for (Q1_0,
 PrismML Q2_0 / PQ2_0 / PTQ1_0) go through ``ninfer_core.codecs`` (the ``gguf_<type>`` / ``ggml_blocks_v1``
 passthrough of storage-layouts §5 where registered, else the exact transcode of §6 and its decoder). Block types in big-endian GGUF files and
@@ -13,6 +15,7 @@ import numpy as np
 
 from converters.errors import SourceError
 from ninfer_core import codecs
+from ninfer_core.codecs import ggml_blocks
 from ninfer_core.codecs.ggml_types import BY_NAME as GGML_TYPES
 from ninfer_core.errors import NinferError
 
@@ -68,6 +71,8 @@ def _decode(t, raw: np.ndarray, big_endian: bool) -> np.ndarray:
     rows = t.elements // ne0 if ne0 else 0
     if name == "Q2_0" or name in CODEC_TYPES:
         return _decode_codec(t, raw, rows, ne0).reshape(shape)
+    if name in ggml_blocks.COMPILED:
+        return ggml_blocks.dequantize(name, raw.reshape(-1, GGML_TYPES[name].type_size)).reshape(shape)
     import gguf.quants
     from gguf.constants import GGMLQuantizationType
 

@@ -15,10 +15,13 @@ bos/eos/pad ids, as transformers ``GenerationConfig.from_model_config`` does.
 
 GGUF (``tokenizer.ggml.model`` = ``gpt2``, written by llama.cpp ``_set_vocab_gpt2`` + gguf-py
 ``SpecialVocab``): the files are rebuilt (``origin: rebuilt``, naming the keys read). The rules — token
-types, pre-tokenizer regex per ``tokenizer.ggml.pre``, special-token keys, sampling keys, limits — are data
-in ``mappings/config/frontend_gpt2.yaml``. The ``tokenizer.json`` follows the layout of Qwen's released
-files (``tokenizers`` schema: NFC normalizer, ``Split(regex, Isolated)`` + ``ByteLevel(use_regex=false)``
-pre-tokenizer, ByteLevel post-processor and decoder, BPE model with ``vocab`` and ``merges``):
+types, every ``tokenizer.ggml.pre`` name llama.cpp accepts with its pre-tokenizer type (regexes in order,
+``ignore_merges``, ``add_bos``; or why it is refused), special-token keys, sampling keys, limits — are data
+in ``mappings/config/frontend_gpt2.yaml`` (docs/gguf-conventions.md §Tokenizer). The ``tokenizer.json``
+follows the layout of the released files (``tokenizers`` schema: the name's normalizer (Qwen's: NFC), one
+``Split(regex, Isolated)`` per regex + ``ByteLevel(use_regex=false)`` pre-tokenizer, ByteLevel
+post-processor (followed by a BOS / EOS template when the tokenizer adds them) and decoder, BPE model with
+``vocab``, ``merges`` and ``ignore_merges``):
 
 - NORMAL tokens form ``model.vocab`` (their byte-level spelling, ids kept); CONTROL and USER_DEFINED tokens
   are ``added_tokens`` (``special`` true / false, not normalized); UNUSED ``[PAD{i}]`` fillers are dropped;
@@ -29,9 +32,14 @@ pre-tokenizer, ByteLevel post-processor and decoder, BPE model with ``vocab`` an
 A GGUF that embeds the original file (``tokenizer.huggingface.json``) gives that file verbatim instead
 (``origin: extracted``); the token metadata is still validated.
 
-The ``tokenizers`` package is not a dependency, so the JSON is written here by hand; the structure is
-what ``tokenizers`` serializes for these components. Reads are bounded: token and merge counts are checked
-from the GGUF header's array counts before the arrays are decoded, HF files by size before they are read.
+With ``--tokenizer-dir`` (docs/cli.md §Tokenizer files) ``tokenizer.json``, ``tokenizer_config.json`` and the
+chat template come verbatim from the model's original directory (``origin: copied``, with ``tokenizer_dir``)
+once their vocabulary and merges equal the GGUF's; an unknown or refused pre-tokenizer name needs it.
+
+The ``tokenizers`` package is not a runtime dependency, so the JSON is written here by hand; the structure
+is what ``tokenizers`` serializes for these components (the tests load it with ``tokenizers``). Reads are
+bounded: token and merge counts are checked from the GGUF header's array counts before the arrays are
+decoded, HF files by size before they are read.
 """
 
 from __future__ import annotations
@@ -59,6 +67,8 @@ TEXT_ROLES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", 
 VISION_ROLES = ("preprocessor_config.json", "video_preprocessor_config.json")
 RULES_FILE = RULES_DIR / "frontend_gpt2.yaml"
 SCHEMA = "ninfer-frontend-map/1"
+#: the conversion flag that takes the tokenizer files from the original repository instead (docs/cli.md)
+TOKENIZER_DIR_FLAG = "--tokenizer-dir"
 
 
 class FrontendError(ConverterError, ValueError):
@@ -111,9 +121,9 @@ def _load_frontend_rules(path: Path, size: int, mtime_ns: int) -> dict:
     except LocatedError as exc:
         raise MappingError(str(exc), file=f"{path}:{exc.line}", rule="yaml_syntax") from None
     data = loc.data
-    required = ("schema", "tokenizer_model", "evidence", "limits", "token_types", "pre_tokenizers",
-                "special_tokens", "add_special_tokens", "generation", "embedded_tokenizer_json", "chat_template",
-                "tokenizer_config")
+    required = ("schema", "tokenizer_model", "evidence", "limits", "token_types", "pre_tokenizer_source",
+                "pre_tokenizer_types", "pre_tokenizers", "special_tokens", "add_special_tokens", "generation",
+                "embedded_tokenizer_json", "chat_template", "tokenizer_config")
     if not isinstance(data, dict):
         raise MappingError("expected a mapping", file=loc.where(()), rule="mapping_type")
     for key in required:
@@ -133,10 +143,7 @@ def _load_frontend_rules(path: Path, size: int, mtime_ns: int) -> dict:
                                file=loc.where(("token_types", tid)), rule="token_type_role")
         token_types[int(tid)] = spec
     data["token_types"] = token_types
-    for pre, spec in data["pre_tokenizers"].items():
-        if not isinstance(spec, dict) or not {"regex", "tokenizer_class", "evidence"} <= set(spec):
-            raise MappingError(f"pre-tokenizer {pre!r} needs regex, tokenizer_class, evidence",
-                               file=loc.where(("pre_tokenizers", pre)), rule="missing_key")
+    _check_pre_tokenizers(data, loc)
     for section in ("special_tokens", "add_special_tokens", "generation"):
         for name, spec in data[section].items():
             if not isinstance(spec, dict) or not ({"key"} <= set(spec) or {"keys"} <= set(spec)):
@@ -148,6 +155,33 @@ def _load_frontend_rules(path: Path, size: int, mtime_ns: int) -> dict:
                                rule="value_type")
     data["file"] = str(path)
     return data
+
+
+def _check_pre_tokenizers(data: dict, loc) -> None:
+    """Each type has its regexes (strings, in order), ``ignore_merges``, ``add_bos`` and evidence, or says
+    why it is ``refused``; each name has a known ``type`` and ``clean_spaces``."""
+    for name, spec in data["pre_tokenizer_types"].items():
+        where = loc.where(("pre_tokenizer_types", name))
+        if not isinstance(spec, dict) or "evidence" not in spec:
+            raise MappingError(f"pre-tokenizer type {name!r} needs evidence", file=where, rule="missing_key")
+        if "refused" in spec:
+            if set(spec) != {"refused", "evidence"} or not isinstance(spec["refused"], str):
+                raise MappingError(f"refused pre-tokenizer type {name!r} takes a reason and evidence only",
+                                   file=where, rule="value_type")
+            continue
+        regexes = spec.get("regexes")
+        if (not isinstance(regexes, list) or not regexes or not all(isinstance(r, str) and r for r in regexes)
+                or not all(isinstance(spec.get(k), bool) for k in ("ignore_merges", "add_bos"))):
+            raise MappingError(f"pre-tokenizer type {name!r} needs regexes (non-empty strings), ignore_merges and "
+                               "add_bos (booleans)", file=where, rule="value_type")
+    for pre, spec in data["pre_tokenizers"].items():
+        where = loc.where(("pre_tokenizers", pre))
+        if not isinstance(spec, dict) or spec.get("type") not in data["pre_tokenizer_types"]:
+            raise MappingError(f"pre-tokenizer {pre!r} needs a type of pre_tokenizer_types", file=where,
+                               rule="missing_key")
+        if not isinstance(spec.get("clean_spaces"), bool) or spec.get("normalizer", "NFC") != "NFC":
+            raise MappingError(f"pre-tokenizer {pre!r}: clean_spaces is a boolean, normalizer absent or NFC",
+                               file=where, rule="value_type")
 
 
 # -- HF directory -------------------------------------------------------------------------------------------
@@ -185,19 +219,15 @@ def _template_from(obj: dict, field_name: str) -> str | None:
     return None
 
 
-def _hf_resources(source, rules: dict) -> FrontendResources:
-    limit = rules["limits"]["max_hf_file_bytes"]
-    available: Mapping[str, Path] = getattr(source, "resource_files", {}) or {}
+def _copied(available: Mapping[str, Path], roles: tuple[str, ...], limit: int) -> tuple[dict, dict]:
+    """The files of ``roles`` in ``available`` (name → path) byte-for-byte, and a missing
+    ``chat_template.jinja`` extracted from ``tokenizer_config.json`` (then ``chat_template.json``)."""
     files: dict[str, bytes] = {}
     prov: dict[str, dict] = {}
-    for role in TEXT_ROLES + VISION_ROLES:
+    for role in roles:
         if role in available:
             files[role] = _read_bounded(Path(available[role]), limit)
             prov[role] = {"origin": "copied", "file": str(available[role]), **_sha(files[role])}
-    if "tokenizer.json" not in files:
-        raise FrontendError("tokenizer.json is missing (slow-tokenizer files such as vocab.json/merges.txt are "
-                            "not converted)", file=str(Path(source.path) / "tokenizer.json"), section=SECTION,
-                            rule="tokenizer_json_required")
     if "chat_template.jinja" not in files:
         for name, field_name in (("tokenizer_config.json", "chat_template"), ("chat_template.json", "chat_template")):
             if name not in available:
@@ -209,6 +239,16 @@ def _hf_resources(source, rules: dict) -> FrontendResources:
                 prov["chat_template.jinja"] = {"origin": "extracted", "from": str(available[name]),
                                                "field": field_name, **_sha(files["chat_template.jinja"])}
                 break
+    return files, prov
+
+
+def _hf_resources(source, rules: dict) -> FrontendResources:
+    available: Mapping[str, Path] = getattr(source, "resource_files", {}) or {}
+    files, prov = _copied(available, TEXT_ROLES + VISION_ROLES, rules["limits"]["max_hf_file_bytes"])
+    if "tokenizer.json" not in files:
+        raise FrontendError("tokenizer.json is missing (slow-tokenizer files such as vocab.json/merges.txt are "
+                            "not converted)", file=str(Path(source.path) / "tokenizer.json"), section=SECTION,
+                            rule="tokenizer_json_required")
     if "generation_config.json" not in files:
         derived = _generation_from_config(getattr(source, "config", None) or {}, Path(source.path) / "config.json")
         if derived:
@@ -356,35 +396,130 @@ def _byte_level(step: str) -> dict:
     return {"type": step, "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
 
 
-def _tokenizer_json(vocab, added, merges, pre: dict) -> dict:
+def pre_tokenizer(name: object, rules: dict, *, file: str) -> dict:
+    """The pre-tokenizer of ``tokenizer.ggml.pre`` = ``name``: the name's entry merged with its type's
+    (``regexes``, ``ignore_merges``, ``add_bos``). An unknown name, or one whose llama.cpp pre-tokenization is
+    not a sequence of regex splits over byte-level text (``refused``), is a typed error naming
+    :data:`TOKENIZER_DIR_FLAG`."""
+    spec = rules["pre_tokenizers"].get(name) if isinstance(name, str) else None
+    hint = (f"give the original repository's tokenizer files with {TOKENIZER_DIR_FLAG} HF_DIR "
+            "(docs/cli.md §Tokenizer files)")
+    if spec is None:
+        what = (f"tokenizer.ggml.pre {name!r} is not a pre-tokenizer llama.cpp defines for a BPE vocabulary "
+                f"({len(rules['pre_tokenizers'])} known)" if name is not None else "the GGUF has no "
+                "tokenizer.ggml.pre (llama.cpp then applies its 'default' regexes and warns that generation "
+                "quality will be degraded)")
+        raise FrontendError(f"{what}: {hint}", file=file, json_path="tokenizer.ggml.pre", section=SECTION,
+                            rule="pre_tokenizer_known")
+    kind = rules["pre_tokenizer_types"][spec["type"]]
+    if "refused" in kind:
+        raise FrontendError(f"tokenizer.ggml.pre {name!r} (llama.cpp {spec['type']}) cannot be rebuilt as regex "
+                            f"splits over byte-level BPE: {kind['refused']}; {hint}", file=file,
+                            json_path="tokenizer.ggml.pre", section=SECTION, rule="pre_tokenizer_rebuildable")
+    return {"name": name, **kind, **spec}
+
+
+def _post_processor(bos: tuple[str, int] | None, eos: tuple[str, int] | None) -> dict:
+    """ByteLevel; followed by a template adding ``bos`` / ``eos`` ((token, id), when the tokenizer adds them),
+    the ``Sequence[ByteLevel, TemplateProcessing]`` that Llama 3's released ``tokenizer.json`` has."""
+    if bos is None and eos is None:
+        return _byte_level("ByteLevel")
+
+    def marks(type_id: int) -> tuple[list, list]:
+        return tuple([{"SpecialToken": {"id": t[0], "type_id": type_id}}] if t else [] for t in (bos, eos))
+
+    (b0, e0), (b1, e1) = marks(0), marks(1)
+    single = [*b0, {"Sequence": {"id": "A", "type_id": 0}}, *e0]
+    pair = [*single, *b1, {"Sequence": {"id": "B", "type_id": 1}}, *e1]
+    special = {t[0]: {"id": t[0], "ids": [t[1]], "tokens": [t[0]]} for t in (bos, eos) if t}
+    return {"type": "Sequence", "processors": [
+        _byte_level("ByteLevel"),
+        {"type": "TemplateProcessing", "single": single, "pair": pair, "special_tokens": special}]}
+
+
+def _tokenizer_json(vocab, added, merges, pre: dict, post_processor: dict) -> dict:
     return {
         "version": "1.0",
         "truncation": None,
         "padding": None,
         "added_tokens": added,
-        "normalizer": {"type": "NFC"},
+        "normalizer": {"type": pre["normalizer"]} if "normalizer" in pre else None,
         "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": pre["regex"]}, "behavior": "Isolated", "invert": False},
+            *({"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": False}
+              for r in pre["regexes"]),
             _byte_level("ByteLevel")]},
-        "post_processor": _byte_level("ByteLevel"),
+        "post_processor": post_processor,
         "decoder": _byte_level("ByteLevel"),
         "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
-                  "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                  "vocab": vocab, "merges": merges},
+                  "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False,
+                  "ignore_merges": pre["ignore_merges"], "vocab": vocab, "merges": merges},
     }
 
 
-def _gguf_resources(source, rules: dict) -> FrontendResources:
+#: the tokenizer files ``--tokenizer-dir`` gives (the chat template may also come from tokenizer_config.json)
+DIR_ROLES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+
+
+def _from_tokenizer_dir(meta: _Meta, rules: dict, directory: Path, tokens: list, vocab: Mapping[str, int],
+                        added: list[dict], merges: list[list[str]]) -> tuple[dict, dict]:
+    """``tokenizer.json``, ``tokenizer_config.json`` and the chat template of ``directory``, verbatim, after
+    checking that their vocabulary (``model.vocab`` and ``added_tokens``; ``added_tokens_decoder``) and
+    ``model.merges`` equal the GGUF's token list and merges (llama.cpp's ``[PAD{i}]`` fillers aside)."""
+    names = DIR_ROLES + ("chat_template.json",)
+    files, prov = _copied({n: directory / n for n in names if (directory / n).exists() or (directory / n).is_symlink()},
+                          DIR_ROLES, rules["limits"]["max_hf_file_bytes"])
+    for role in DIR_ROLES[:2]:
+        if role not in files:
+            raise FrontendError(f"{TOKENIZER_DIR_FLAG} {directory} has no {role}", file=str(directory / role),
+                                section=SECTION, rule="tokenizer_dir_file")
+    tj_file, tc_file = directory / "tokenizer.json", directory / "tokenizer_config.json"
+    tj, tc = _json_object(files["tokenizer.json"], tj_file), _json_object(files["tokenizer_config.json"], tc_file)
+    model = tj.get("model") if isinstance(tj.get("model"), dict) else {}
+
+    def differs(file: Path, path: str, what: str, rule: str) -> FrontendError:
+        return FrontendError(f"{what}, so this tokenizer does not belong to {meta.file}", file=str(file),
+                             json_path=path, section=SECTION, rule=rule)
+
+    if model.get("type") != "BPE" or not isinstance(model.get("vocab"), dict):
+        raise differs(tj_file, "model", f"model is {model.get('type')!r}, not a BPE model with a vocab",
+                      "tokenizer_dir_vocab")
+    want = {i: t for t, i in vocab.items()} | {a["id"]: a["content"] for a in added}
+    got = {i: t for t, i in model["vocab"].items()}
+    for a in tj.get("added_tokens") or []:
+        if isinstance(a, dict):
+            got[a.get("id")] = a.get("content")
+    for tid in sorted(set(want) | set(got), key=lambda i: (not isinstance(i, int), i if isinstance(i, int) else 0)):
+        if want.get(tid) != got.get(tid):
+            raise differs(tj_file, "model.vocab", f"token id {tid} is {got.get(tid)!r} here and "
+                          f"{want.get(tid)!r} in tokenizer.ggml.tokens", "tokenizer_dir_vocab")
+    theirs = [m.split(" ") if isinstance(m, str) else m for m in model.get("merges") or []]
+    if theirs != merges:
+        i = next((i for i, (a, b) in enumerate(zip(theirs, merges, strict=False)) if a != b),
+                 min(len(theirs), len(merges)))
+        raise differs(tj_file, "model.merges", f"{len(theirs)} merges here, {len(merges)} in tokenizer.ggml.merges, "
+                      f"first difference at merge {i}", "tokenizer_dir_merges")
+    decoder = tc.get("added_tokens_decoder") if isinstance(tc.get("added_tokens_decoder"), dict) else {}
+    for key, entry in decoder.items():
+        tid = int(key) if str(key).isdigit() else -1
+        content = entry.get("content") if isinstance(entry, dict) else None
+        if not 0 <= tid < len(tokens) or tokens[tid] != content:
+            raise differs(tc_file, f"added_tokens_decoder.{key}", f"added token {key} is {content!r} here and "
+                          f"{tokens[tid] if 0 <= tid < len(tokens) else None!r} in tokenizer.ggml.tokens",
+                          "tokenizer_dir_vocab")
+    checked = {"tokenizer_dir": str(directory), "checked_against": meta.file,
+               "checked_keys": ["tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.merges"]}
+    return files, {role: {**entry, **checked} for role, entry in prov.items()}
+
+
+def _gguf_resources(source, rules: dict, tokenizer_dir: Path | None = None) -> FrontendResources:
     meta = _Meta(source)
     model = meta.get("tokenizer.ggml.model")
     if model != rules["tokenizer_model"]:
         raise meta.error(f"tokenizer.ggml.model is {model!r}; only {rules['tokenizer_model']!r} (byte-level BPE) "
-                         "can be rebuilt", "tokenizer.ggml.model", "tokenizer_model_supported")
+                         "can be rebuilt or checked against tokenizer files", "tokenizer.ggml.model",
+                         "tokenizer_model_supported")
     pre_name = meta.get("tokenizer.ggml.pre")
-    pre = rules["pre_tokenizers"].get(pre_name) if isinstance(pre_name, str) else None
-    if pre is None:
-        raise meta.error(f"tokenizer.ggml.pre {pre_name!r} has no known pre-tokenizer (known: "
-                         f"{sorted(rules['pre_tokenizers'])})", "tokenizer.ggml.pre", "pre_tokenizer_known")
+    pre = pre_tokenizer(pre_name, rules, file=meta.file) if tokenizer_dir is None else None
     vocab, added, tokens = _vocab_and_added(meta, rules)
     merges = _merges(meta, rules, vocab)
     tokenizer_keys = list(meta.used)
@@ -397,10 +532,13 @@ def _gguf_resources(source, rules: dict) -> FrontendResources:
         prov[role] = {"origin": "rebuilt", "from": meta.file, "keys": keys, **extra, **_sha(data)}
 
     embedded_key = rules["embedded_tokenizer_json"]["key"]
-    embedded = meta.get(embedded_key)
-    if embedded is None:
-        put("tokenizer.json", _json_bytes(_tokenizer_json(vocab, added, merges, pre)), tokenizer_keys,
-            pre_tokenizer=pre_name)
+    embedded = meta.get(embedded_key) if tokenizer_dir is None else None
+    if tokenizer_dir is not None:
+        files, prov = _from_tokenizer_dir(meta, rules, Path(tokenizer_dir), tokens, vocab, added, merges)
+    elif embedded is None:
+        bos, eos, keys = _added_by_template(meta, pre, tokens)
+        put("tokenizer.json", _json_bytes(_tokenizer_json(vocab, added, merges, pre, _post_processor(bos, eos))),
+            tokenizer_keys + keys, pre_tokenizer=pre_name)
     else:
         data = embedded.encode("utf-8") if isinstance(embedded, str) else b""
         if not data or len(data) > rules["limits"]["max_hf_file_bytes"]:
@@ -413,24 +551,12 @@ def _gguf_resources(source, rules: dict) -> FrontendResources:
         prov["tokenizer.json"] = {"origin": "extracted", "from": meta.file, "field": embedded_key, **_sha(data)}
 
     meta.used = []
-    tc: dict[str, object] = {}
-    for name, spec in rules["add_special_tokens"].items():
-        value = meta.get(spec["key"])
-        if value is not None and not isinstance(value, bool):
-            raise meta.error(f"{spec['key']} = {value!r} is not a bool", spec["key"], "field_type")
-        if value is not None:
-            tc[name] = value
-    tc.update(rules["tokenizer_config"]["constants"])
-    tc["added_tokens_decoder"] = {str(t["id"]): {k: t[k] for k in ("content", "lstrip", "normalized", "rstrip",
-                                                                    "single_word", "special")} for t in added}
-    for name, spec in rules["special_tokens"].items():
-        tid = meta.token_id(spec["key"], len(tokens))
-        tc[name] = None if tid is None else tokens[tid]
-    tc["tokenizer_class"] = pre["tokenizer_class"]
-    put("tokenizer_config.json", _json_bytes(tc, sort_keys=True), ["tokenizer.ggml.token_type", *meta.used])
+    if tokenizer_dir is None:
+        put("tokenizer_config.json", _json_bytes(_tokenizer_config(meta, rules, pre, added, tokens), sort_keys=True),
+            ["tokenizer.ggml.token_type", *meta.used])
 
     meta.used = []
-    template = meta.get(rules["chat_template"]["key"])
+    template = meta.get(rules["chat_template"]["key"]) if "chat_template.jinja" not in files else None
     if template is not None:
         if not isinstance(template, str) or len(template.encode("utf-8")) > rules["limits"]["max_template_bytes"]:
             raise meta.error("tokenizer.chat_template is not a string within the template limit",
@@ -446,6 +572,46 @@ def _gguf_resources(source, rules: dict) -> FrontendResources:
     for role in TEXT_ROLES + VISION_ROLES:
         prov.setdefault(role, {"origin": "absent"})
     return FrontendResources(files=files, provenance=prov)
+
+
+def _added_by_template(meta: _Meta, pre: dict, tokens: list) -> tuple:
+    """``(bos, eos, keys)``: the (token, id) of BOS / EOS when the tokenizer adds it — per
+    ``tokenizer.ggml.add_bos_token`` / ``add_eos_token``, else llama.cpp's default for the pre-tokenizer
+    (``add_bos``) — and the keys that decided it."""
+    out, keys = [], []
+    for flag, key, default in (("tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id", pre["add_bos"]),
+                               ("tokenizer.ggml.add_eos_token", "tokenizer.ggml.eos_token_id", False)):
+        value = meta.metadata[flag] if flag in meta.metadata else None
+        tid = meta.metadata[key] if key in meta.metadata else None
+        if (value is True or (value is None and default)) and isinstance(tid, int) and 0 <= tid < len(tokens):
+            out.append((tokens[tid], tid))
+            keys += [k for k in (flag, key) if k in meta.metadata]
+        else:
+            out.append(None)
+    return out[0], out[1], keys
+
+
+def _tokenizer_config(meta: _Meta, rules: dict, pre: dict, added: list[dict], tokens: list) -> dict:
+    """``tokenizer_config.json``: add_bos/eos_token (the GGUF's, else llama.cpp's default), the constants,
+    ``clean_up_tokenization_spaces`` (llama.cpp's clean_spaces), the added tokens, special tokens, class."""
+    tc: dict[str, object] = {}
+    for name, spec in rules["add_special_tokens"].items():
+        value = meta.get(spec["key"])
+        if value is not None and not isinstance(value, bool):
+            raise meta.error(f"{spec['key']} = {value!r} is not a bool", spec["key"], "field_type")
+        if value is not None:
+            tc[name] = value
+    if pre["add_bos"]:
+        tc.setdefault("add_bos_token", True)
+    tc.update(rules["tokenizer_config"]["constants"])
+    tc["clean_up_tokenization_spaces"] = pre["clean_spaces"]
+    tc["added_tokens_decoder"] = {str(t["id"]): {k: t[k] for k in ("content", "lstrip", "normalized", "rstrip",
+                                                                    "single_word", "special")} for t in added}
+    for name, spec in rules["special_tokens"].items():
+        tid = meta.token_id(spec["key"], len(tokens))
+        tc[name] = None if tid is None else tokens[tid]
+    tc["tokenizer_class"] = pre.get("tokenizer_class", rules["tokenizer_config"]["default_tokenizer_class"])
+    return tc
 
 
 def _generation_from_gguf(meta: _Meta, rules: dict, n_tokens: int) -> dict:
@@ -465,16 +631,22 @@ def _generation_from_gguf(meta: _Meta, rules: dict, n_tokens: int) -> dict:
     return out
 
 
-def frontend_resources(source, *, rules_file: Path = RULES_FILE) -> FrontendResources:
-    """The frontend resources of a GGUF or HF source (see the module docstring)."""
+def frontend_resources(source, *, rules_file: Path = RULES_FILE,
+                       tokenizer_dir: Path | None = None) -> FrontendResources:
+    """The frontend resources of a GGUF or HF source (see the module docstring); for a GGUF with
+    ``tokenizer_dir`` (``--tokenizer-dir``), that directory's tokenizer files, checked against the GGUF's."""
     rules = load_frontend_rules(rules_file)
+    if tokenizer_dir is not None and source.kind != "gguf":
+        raise FrontendError(f"{TOKENIZER_DIR_FLAG} applies to a GGUF source; a {source.kind} source's own "
+                            "tokenizer files are used", file=str(tokenizer_dir), section=SECTION,
+                            rule="tokenizer_dir_source")
     if source.kind == "hf":
         return _hf_resources(source, rules)
     if source.kind == "gguf":
-        return _gguf_resources(source, rules)
+        return _gguf_resources(source, rules, tokenizer_dir)
     raise FrontendError(f"a {source.kind} source carries no tokenizer; convert from the HF directory or a GGUF",
                         file=str(source.path), section=SECTION, rule="frontend_available")
 
 
-__all__ = ["FrontendError", "FrontendResources", "TEXT_ROLES", "VISION_ROLES", "byte_level_alphabet",
-           "frontend_resources", "load_frontend_rules"]
+__all__ = ["FrontendError", "FrontendResources", "TEXT_ROLES", "TOKENIZER_DIR_FLAG", "VISION_ROLES",
+           "byte_level_alphabet", "frontend_resources", "load_frontend_rules", "pre_tokenizer"]

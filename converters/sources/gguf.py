@@ -7,17 +7,22 @@ ids 16-25) the source may assume the modern ggml layout (``assume_modern_layouts
 the converters): only when that layout's byte length fits the tensor's data range, and every such
 assumption is listed in :attr:`GGUFSource.layout_assumptions` so a converter can record it. Unresolved
 id 42 and unknown ids are never assumed.
+
+:func:`open_gguf` given a shard of a gguf-split set opens the whole set as one
+:class:`GGUFSplitSource` (the rules: :mod:`converters.sources.gguf_split`, docs/inspect.md §Split GGUF files).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from converters.errors import SourceFormatError
-from converters.sources.base import FileMap, Source, SourceTensor, file_identity
+from converters.sources.base import FileMap, Source, SourceTensor, file_identity, file_set_identity
 from converters.sources.fileio import OpenFile
 from converters.sources.gguf_header import GGUFHeader, MetaEntry, TensorInfo, parse_gguf
+from converters.sources.gguf_split import Split, read_set
 from converters.sources.gguf_types import byte_length
 from converters.sources.gguf_values import NOT_UTF8, decode_full
 
@@ -74,13 +79,16 @@ class GGUFMetadata(Mapping):
 
 
 class GGUFSource(Source):
+    """One GGUF file. ``allow_meta_only``: a metadata-only file is read as inspection reads it
+    (:func:`~converters.sources.gguf_header.parse_gguf`); its tensors then have no bytes to read."""
+
     kind = "gguf"
 
-    def __init__(self, path, *, assume_modern_layouts: bool = True) -> None:
+    def __init__(self, path, *, assume_modern_layouts: bool = True, allow_meta_only: bool = False) -> None:
         super().__init__(path)
         self._file = OpenFile(path)
         try:
-            self.header: GGUFHeader = parse_gguf(self._file)
+            self.header: GGUFHeader = parse_gguf(self._file, allow_meta_only=allow_meta_only)
         except BaseException:
             self._file.close()
             raise
@@ -142,6 +150,55 @@ class GGUFSource(Source):
         self._file.close()
 
 
-def open_gguf(path, *, assume_modern_layouts: bool = True) -> GGUFSource:
-    """Open a GGUF file with the strict parser (raises :class:`~converters.errors.SourceError`)."""
-    return GGUFSource(path, assume_modern_layouts=assume_modern_layouts)
+class GGUFSplitSource(Source):
+    """A gguf-split shard set read as one model (:mod:`converters.sources.gguf_split`, docs/inspect.md §Split
+    GGUF files): ``path`` and ``metadata`` are the first shard's, ``tensors`` every shard's in shard order
+    (``index`` their position in the set), each read from its own shard (``SourceTensor.file``)."""
+
+    kind = "gguf"
+
+    def __init__(self, split: Split, shards: list[GGUFSource]) -> None:
+        super().__init__(shards[0].path)
+        self.split = split
+        self.shards = {s.path.name: s for s in shards}
+        for s in shards:
+            for t in s.tensors.values():
+                self.tensors[t.name] = replace(t, index=len(self.tensors))
+            self.layout_assumptions += s.layout_assumptions
+
+    @property
+    def metadata(self) -> GGUFMetadata:
+        return self.shards[self.path.name].metadata
+
+    def identity(self) -> dict:
+        return file_set_identity(self.path, {n: s.identity() for n, s in self.shards.items()})
+
+    def verify_unchanged(self) -> None:
+        for shard in self.shards.values():
+            shard.verify_unchanged()
+
+    def _map_for(self, t: SourceTensor) -> FileMap:
+        return self.shards[t.file.name]._map
+
+    def _big_endian(self, t: SourceTensor) -> bool:
+        return self.shards[t.file.name]._big_endian(t)
+
+    def close(self) -> None:
+        for s in self.shards.values():
+            s.close()
+
+
+def open_gguf(path, *, assume_modern_layouts: bool = True,
+              allow_meta_only: bool = False) -> GGUFSource | GGUFSplitSource:
+    """Open a GGUF file with the strict parser, or, when it is a shard of a gguf-split set, the whole set
+    (:func:`converters.sources.gguf_split.read_set`; raises :class:`~converters.errors.SourceError`)."""
+    def one(p) -> GGUFSource:
+        return GGUFSource(p, assume_modern_layouts=assume_modern_layouts, allow_meta_only=allow_meta_only)
+
+    named = one(path)
+    try:
+        found = read_set(named, one)
+    except BaseException:
+        named.close()
+        raise
+    return named if found is None else GGUFSplitSource(*found)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from converters.errors import SourceError, SourceFormatError
 from converters.sources import strict_json
-from converters.sources.base import FileMap, Source, SourceTensor
+from converters.sources.base import FileMap, Source, SourceTensor, file_set_identity
 from converters.sources.fileio import OpenFile, lexists
 from converters.sources.limits import HEADER_CAP
 from converters.sources.safetensors import SafetensorsSource
@@ -186,17 +186,7 @@ class HFCheckpoint(Source):
             shard.verify_unchanged()
 
     def identity(self) -> dict:
-        files = [dict(name=n, **v) for n, v in self.side_files.items()]
-        files += [dict(name=n, **s.identity()) for n, s in self.shards.items()]
-        digest = hashlib.sha256()
-        for f in files:
-            digest.update(f"{f['name']}\0{f.get('header_sha256') or f.get('sha256')}\n".encode())
-        shard_ids = [s.identity() for s in self.shards.values()]
-        return {"path": str(self.path.resolve()), "size": sum(i["size"] for i in shard_ids),
-                "mtime": max((i["mtime"] for i in shard_ids), default=None),
-                "mtime_ns": max((i["mtime_ns"] for i in shard_ids), default=None),
-                "header_sha256": digest.hexdigest(),
-                "header_length": sum(i["header_length"] for i in shard_ids), "files": files}
+        return file_set_identity(self.path, {n: s.identity() for n, s in self.shards.items()}, self.side_files)
 
     def _map_for(self, t: SourceTensor) -> FileMap:
         return self.shards[t.file.name]._map

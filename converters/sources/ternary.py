@@ -74,8 +74,33 @@ TYPES: dict[str, TernaryType] = {t.name: t for t in (
 TARGETS = ("t2_g128_fp16", "q2_g64_fp16")
 
 
+#: the recipes that pack a ternary source (docs/ternary.md), the one chosen by content, and the kind of
+#: template they pack onto (docs/ternary.md §1: its grouping is theirs)
+RECIPES = ("ternary", "ternary-q2")
+RECIPE = "ternary"
+TEMPLATE_KIND = "groupwise-int"
+
+
 def is_ternary(type_name: str | None) -> bool:
     return type_name in TYPES
+
+
+def ternary_tensors(source) -> list[str]:
+    """The tensors of ``source`` stored in a ternary or binary GGML type, found by content: each tensor's
+    type id resolved with its byte length (``Q2_0``'s two block sizes included), whatever the file's name
+    or metadata say."""
+    from converters.errors import SourceError
+    from converters.sources.rows import storage_of
+
+    out = []
+    for name, t in getattr(source, "tensors", {}).items():
+        try:
+            kind = storage_of(t).ggml_type
+        except SourceError:  # a tensor whose storage cannot be resolved is judged where it is read, not here
+            continue
+        if is_ternary(kind):
+            out.append(name)
+    return out
 
 
 def scale_columns(type_name: str) -> slice:

@@ -95,3 +95,18 @@ DEQUANTIZERS = {
     "I64": lambda b: b.copy().view("<i8").astype(np.float32),
     "F64": lambda b: b.copy().view("<f8").astype(np.float32),
 }
+
+#: types with a compiled decoder (:mod:`.ggml_kernel`, bit-identical to gguf-py's, imported on first use)
+COMPILED = frozenset({"Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K"})
+
+
+def dequantize(name: str, blocks: np.ndarray) -> np.ndarray | None:
+    """``(n_blocks, type_size)`` uint8 blocks of GGML type ``name`` → ``(n_blocks, block_size)`` float32: the
+    compiled decoder where there is one (:data:`COMPILED`), else this module's reader; ``None`` when neither
+    decodes ``name`` (the caller uses gguf-py's)."""
+    if name in COMPILED:
+        from . import ggml_kernel
+
+        return ggml_kernel.TYPES[name](blocks)
+    own = DEQUANTIZERS.get(name)
+    return None if own is None else own(blocks)

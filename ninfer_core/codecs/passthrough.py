@@ -4,8 +4,9 @@ One format per GGML block type gguf-py knows (``gguf_q4_k``, ``gguf_iq4_xs``, ``
 Shape ``[N, K]`` with ``K % B == 0``; one plane, ``blocks``: ``N * (K/B) * T`` bytes, the block stream exactly
 as GGUF stores a tensor with dims ``(K, N)``, so row ``n`` is bytes ``[n*(K/B)*T, (n+1)*(K/B)*T)``.
 
-Decoding follows ggml: gguf-py's ``gguf.quants.dequantize`` where it has a decoder, else the readers in
-``ggml_blocks`` (Q1_0, Q8_1, Q8_K, integer and F64 types). Encoding from floats uses gguf-py's reference
+Decoding follows ggml: the compiled decoders of ``ggml_kernel`` for the common llama.cpp types (Q8_0, Q4_0,
+Q4_K, Q5_K, Q6_K; bit-identical to gguf-py's), gguf-py's ``gguf.quants.dequantize`` for the other types it
+knows, and the readers in ``ggml_blocks`` (Q1_0, Q8_1, Q8_K, integer and F64 types). Encoding from floats uses gguf-py's reference
 quantizer where gguf-py has one (the ``absmax`` encoder name stands for it); other types are only ever
 copied from a source file (``transcode_ggml``).
 
@@ -21,8 +22,8 @@ import gguf.quants
 import numpy as np
 from gguf.constants import GGMLQuantizationType
 
+from . import ggml_blocks
 from .base import Codec, Geometry, PlaneSpec, Tally, fail
-from .ggml_blocks import DEQUANTIZERS
 from .ggml_types import GGUF_PY_TYPES, GGMLType
 
 LAYOUT = "ggml_blocks_v1"
@@ -65,9 +66,9 @@ class GGMLPassthrough(Codec):
     @classmethod
     def decode_block(cls, geom: Geometry, views: dict[str, np.ndarray], r0: int, r1: int, out: np.ndarray) -> None:
         rows = views["blocks"][r0:r1]
-        own = DEQUANTIZERS.get(cls.ggml.name)
+        own = ggml_blocks.dequantize(cls.ggml.name, rows.reshape(-1, cls.ggml.type_size))
         if own is not None:
-            out.reshape(-1, cls.ggml.block_size)[...] = own(rows.reshape(-1, cls.ggml.type_size))
+            out.reshape(-1, cls.ggml.block_size)[...] = own
         elif cls.qtype in gguf.quants._type_traits or cls.qtype in _PLAIN:
             out[...] = gguf.quants.dequantize(rows, cls.qtype)
         else:

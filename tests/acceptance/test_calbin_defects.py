@@ -174,6 +174,16 @@ OTHER_RULES = [
                                                    lambda d: d.update(rope_theta=10000.0)), {"XREF_ROPE_THETA"}),
     ("encoder_flag", lambda fx: _edit_manifest(fx, lambda d: _cfg(d, fx, PRE)["model_info"].update(is_encoder=True)),
      {"XREF_ARCH"}),
+    ("rope_theta_vs_config_transformers_5", lambda fx: _json_edit(
+        fx.root / "__Tokenizer" / "config.json",
+        lambda d: d.update(rope_parameters={"rope_type": "default", "rope_theta": 10000.0}) or d.pop("rope_theta")),
+     {"XREF_ROPE_THETA"}),
+    ("layer_count_vs_text_config", lambda fx: _json_edit(
+        fx.root / "__Tokenizer" / "config.json",
+        lambda d: d.update(text_config={**{k: d.pop(k) for k in ("vocab_size", "num_hidden_layers",
+                                                                  "num_attention_heads", "num_key_value_heads",
+                                                                  "head_dim")}, "num_hidden_layers": 5})),
+     {"XREF_LAYERS"}),
     ("vocab_vs_logits", lambda fx: _json_edit(fx.root / "__Tokenizer" / "config.json",
                                               lambda d: d.update(vocab_size=300)), {"XREF_VOCAB"}),
     ("elf_chip_mask", lambda fx: _edit(_meta(fx, DEC), "ccu1_chip1.elf location dram chip 00000000 00000000 00000002",
@@ -313,3 +323,22 @@ def test_flood_of_bad_lines_is_capped(tmp_path):
     report = validate_calbin(fx.root)
     grammar = report.by_code("META_GRAMMAR")
     assert len(grammar) == 26 and "975 more META_GRAMMAR findings in this file (1000 in all)" in grammar[-1].evidence
+
+
+def test_config_json_spellings_read_alike(tmp_path):
+    """A clean package stays clean with its config.json nested under ``text_config`` (Qwen3-VL / Qwen3.5) and
+    with ``rope_theta`` inside ``rope_parameters`` (transformers 5), docs/architectures.md §Config spellings."""
+    fx = write_calbin_package(tmp_path)
+    flat = _validate(fx)
+
+    def respell(d: dict) -> None:
+        text = {k: d.pop(k) for k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                                      "num_key_value_heads", "head_dim", "max_position_embeddings")}
+        text["rope_parameters"] = {"rope_type": "default", "rope_theta": d.pop("rope_theta")}
+        d["text_config"] = text
+
+    _json_edit(fx.root / "__Tokenizer" / "config.json", respell)
+    nested = _validate(fx)
+    assert [f.code for f in nested.findings if f.severity != "INFO"] == []
+    assert [f.code for f in nested.findings] == [f.code for f in flat.findings]
+    assert nested.verdict == flat.verdict

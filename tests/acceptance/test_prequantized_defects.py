@@ -4,8 +4,10 @@ dequantization (docs/acceptance.md §Prequantized sources).
 A clean artifact of the compressed-tensors NVFP4 fixture (``exact``: every projection kept bit for bit) is
 rewritten with one object's bytes changed the way a faulty transcoder would: two block scales swapped, the
 global scale stored per the wrong convention (``1/g`` instead of ``g``), the block-scale plane written
-linearly instead of in 128x4 tiles. Sizes and codec validity stay right; only a comparison of values with the
-library's rule can see them.
+linearly instead of in 128x4 tiles; and, on Qwen3.5's gated query gathered from the heads of ``q_proj``
+(docs/prequantized.md §Row gathers), two heads' block-scale rows swapped — a gather that moved the codes but
+not their scales. Sizes and codec validity stay right; only a comparison of values with the library's rule can
+see them.
 """
 
 from __future__ import annotations
@@ -37,11 +39,11 @@ def planes(data: bytes, n: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     return buf, buf[c:c + s], buf[c + s:c + s + 4]
 
 
-def values_failure(report) -> set[str]:
-    """Codes of the ERROR findings of the gate whose registry id is ``verify.values`` (it must fail)."""
+def values_failure(report, where: str = "mlp/gate") -> set[str]:
+    """Codes of the ERROR findings on ``where`` of the gate whose registry id is ``verify.values`` (it must fail)."""
     (gate,) = [g for g in report.gates if g.id == "verify.values"]
     assert gate.status == "fail"
-    return {i.code for i in gate.issues if i.severity == "ERROR" and i.path.endswith("mlp/gate")}
+    return {i.code for i in gate.issues if i.severity == "ERROR" and i.path.endswith(where)}
 
 
 def test_the_clean_artifact_passes(clean):
@@ -92,3 +94,26 @@ def test_a_linear_block_scale_plane_fails_the_values_gate(clean, tmp_path):
 
     bad = rewrite_bytes(path, tmp_path / "linear.ninfer", {OBJECT: linear})
     assert "VERIFY_VALUE_NOT_EXACT" in values_failure(verify(bad, SOURCE))
+
+
+@pytest.mark.parametrize("scheme", ["ct-nvfp4-qwen35", "modelopt-nvfp4-qwen35"])
+def test_two_heads_scale_rows_swapped_in_a_gathered_query_fail_the_values_gate(tmp_path, scheme):
+    source, query = FIXTURES / scheme, "text/layers/1/attention/query"  # 4 heads x 64 rows of q_proj's 512
+    path = convert_fixture(scheme, tmp_path / "clean.ninfer", "prequantized")
+    with open_artifact(path) as art:
+        o = art.object(query)
+        assert o.format == "nvfp4" and art.provenance["objects"][query]["exactness"] == "bit-exact"
+        n, k = o.shape
+    assert verify(path, source, sweep=True).result == "pass"
+
+    def swap_heads(b: bytes) -> bytes:
+        buf, scales, _ = planes(b, n, k)
+        c = k // 64  # the tiles back to rows (layouts §3), heads 0 and 1 (rows 0-63, 64-127) swapped, re-tiled
+        rows = scales.reshape(-1, c, 32, 4, 4).transpose(0, 3, 2, 1, 4).reshape(n, k // 16).copy()
+        assert not np.array_equal(rows[:64], rows[64:128])
+        rows[:64], rows[64:128] = rows[64:128].copy(), rows[:64].copy()
+        scales[:] = rows.reshape(-1, 4, 32, c, 4).transpose(0, 3, 2, 1, 4).reshape(-1)
+        return buf.tobytes()
+
+    bad = rewrite_bytes(path, tmp_path / "swapped.ninfer", {query: swap_heads})
+    assert "VERIFY_VALUE_NOT_EXACT" in values_failure(verify(bad, source, sweep=True), "attention/query")

@@ -66,14 +66,16 @@ def test_without_source_the_source_gates_are_skipped_not_passed(arts):
     assert [r.gate(n).status for n in (1, 2, 3)] == ["pass"] * 3
 
 
-def test_minimal_layer3_artifact_is_judged_on_its_layer_even_on_a_sweep(src, arts):
+def test_minimal_layer3_artifact_is_judged_on_its_layer_and_fails_a_sweep(src, arts):
     # docs/acceptance.md §Minimal artifacts: layer 3's parameters required and compared, no forward pass
-    r = verify(arts["layer3"], src["q35_gguf"], sweep=True)
+    r = verify(arts["layer3"], src["q35_gguf"])
     assert r.result == "incomplete" and r.layers == [3]
     assert [r.gate(n).status for n in range(1, 7)] == ["pass"] * 6
     assert "NINFER_BINDING_MISSING" not in r.codes(2)
     assert r.gate(4).evidence["layers_bound"] == "1 of 8" and r.gate(4).evidence["parameters"] > 0
     assert r.gate(7).status == "skipped" and "minimal artifact of layer 3" in r.gate(7).skipped
+    swept = verify(arts["layer3"], src["q35_gguf"], sweep=True)  # a sweep asks for every layer
+    assert swept.result == "fail" and swept.layers == [3] and swept.codes(4) == {"VERIFY_SWEEP_PARTIAL"}
 
 
 def test_layers_are_sampled_by_kind_unless_asked(src, arts):
@@ -107,8 +109,10 @@ def test_cli_exit_codes_and_json(src, arts, capsys):
     assert main(["verify", str(arts["q35_gguf"])]) == 0
     out = capsys.readouterr().out
     assert "skipped: no source" in out and "VERIFY: INCOMPLETE" in out
-    assert main(["verify", str(arts["layer3"]), "--source", str(src["q35_gguf"]), "--sweep"]) == 0
+    assert main(["verify", str(arts["layer3"]), "--source", str(src["q35_gguf"])]) == 0
     assert "VERIFY: INCOMPLETE" in capsys.readouterr().out
+    assert main(["verify", str(arts["layer3"]), "--source", str(src["q35_gguf"]), "--sweep"]) == 1
+    assert "VERIFY: FAIL (--sweep: 1/8 text layers bound)" in capsys.readouterr().out
     assert main(["verify", str(arts["q35_gguf"]), "--sweep", "--layers", "0"]) == 2
     assert main(["verify", str(arts["q35_gguf"]), "--layers", "0,x"]) == 2
     assert main(["verify", str(arts["q35_gguf"]) + ".missing"]) == 1

@@ -66,3 +66,24 @@ def test_scope_is_the_recorded_layer_and_whole_artifacts_are_unchanged(minimal, 
         assert "$.bindings.text/token_embedding" in whole
         other = [f.path for f in check_coverage(art, expected, only_layer=2) if f.code == "NINFER_BINDING_MISSING"]
         assert other and all("/layers/2/" in p for p in other)
+
+
+def test_a_sweep_of_a_minimal_artifact_fails_with_the_count(minimal, tmp_path, capsys):
+    out = tmp_path / "l3.ninfer"
+    assert main(["gguf2ninfer", str(minimal / "m.gguf"), str(out), "--only-layer", "3", "--no-verify"]) == 0
+    capsys.readouterr()
+    n = CFG["num_hidden_layers"]
+    assert main(["verify", str(out), "--source", str(minimal / "m.gguf"), "--sweep"]) == 1  # a script sees it
+    text = capsys.readouterr().out
+    assert "VERIFY_SWEEP_PARTIAL" in text and f"VERIFY: FAIL (--sweep: 1/{n} text layers bound)" in text
+    report = verify(out, minimal / "m.gguf", sweep=True)
+    partial = [f for f in report.gate(4).findings if f.code == "VERIFY_SWEEP_PARTIAL"]
+    assert report.result == "fail" and partial and f"1/{n}" in partial[0].evidence
+    assert partial[0].detail == {"layers_bound": 1, "layers": n}
+    assert verify(out, minimal / "m.gguf").result == "incomplete"  # on its scope, as built
+
+
+def test_build_then_accept_of_a_minimal_artifact_refuses_a_sweep(minimal, tmp_path, capsys):
+    out = tmp_path / "l3.ninfer"
+    assert main(["gguf2ninfer", str(minimal / "m.gguf"), str(out), "--only-layer", "3", "--verify-sweep"]) == 2
+    assert not out.exists()

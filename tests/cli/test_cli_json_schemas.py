@@ -41,8 +41,9 @@ def made(tmp_path_factory):
 
 def test_every_schema_is_a_valid_json_schema():
     names = sorted(p.name.removesuffix(".schema.json") for p in SCHEMAS.glob("*.schema.json"))
-    assert names == ["calbin-evidence", "check", "convert", "encode", "error", "evidence", "evidence-summary", "formats",
-                     "recipes", "regress", "repack", "report", "seal", "staged", "validate", "verify", "version"]
+    assert names == ["acceptance-record", "calbin-evidence", "check", "convert", "encode", "error", "evidence",
+                     "evidence-summary", "formats", "inspect", "recipes", "regress", "repack", "report", "seal", "staged",
+                     "validate", "verify", "version"]
     for n in names:
         schema(n)
 
@@ -53,8 +54,10 @@ def test_conversion_verify_validate_repack_documents(made, tmp_path, capsys):
     assert rc == 0 and valid(doc, "convert")["verdict"] == "pass"
     rc, doc = run_json(capsys, "gguf2ninfer", made / "m.gguf", tmp_path / "d.ninfer", "--json", "--dry-run")
     assert rc == 0 and valid(doc, "convert")["objects_detail"]
+    assert valid(json.loads((tmp_path / "m.ninfer.acceptance.json").read_text()), "acceptance-record")["accepted"]
     rc, doc = run_json(capsys, "verify", out, "--source", made / "m.gguf", "--json")
     assert rc == 0 and valid(doc, "verify")["verdict"] == doc["result"] == "pass"
+    assert doc["acceptance_record"]["state"] == "judged" and doc["acceptance_record"]["accepted"] is True
     rc, doc = run_json(capsys, "verify", out, "--json")  # no source: gates skipped
     assert valid(doc, "verify")["verdict"] == "incomplete"
     rc, doc = run_json(capsys, "validate", out, "--json")

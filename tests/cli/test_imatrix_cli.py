@@ -8,6 +8,7 @@ import json
 import jsonschema
 import pytest
 
+from converters import ROOT
 from converters.cli import main
 from converters.sources.gguf import open_gguf
 from tests.support.imatrix_files import write_gguf_imatrix
@@ -33,7 +34,7 @@ def test_json_summary_carries_importance(inputs, tmp_path, capsys):
     assert rc == 0
     imp = doc["importance"]
     assert imp["file"] == "m.imatrix" and imp["objects_weighted"] > 0 and imp["missing"] == 0
-    schema = json.loads(open("docs/schemas/convert.schema.json").read())
+    schema = json.loads((ROOT / "docs" / "schemas" / "convert.schema.json").read_text())
     jsonschema.validate(doc, schema)
 
 

@@ -70,7 +70,7 @@ def test_json_carries_the_interpretation_in_its_own_block(kquant, capsys):
     assert block["tiles_data_section"] is True
     assert {e["type"]: e["bytes"] for e in block["interpreted_types"]} == {
         t.name: modern_bytes(t, s) for _, t, s in TENSORS if t != T.F32}
-    # the block is part of the sealed record: the record still authenticates
+    # the block is part of the sealed record: its evidence_id still checks
     assert doc["evidence_id"] == "sha256:" + hashlib.sha256(canonical(doc)).hexdigest()
 
 

@@ -33,6 +33,12 @@ def rejected(tool: str, args: dict, code: str, category: str, provider: Provider
     return e
 
 
+@pytest.fixture(autouse=True)
+def _cwd_is_the_root(tmp_path, monkeypatch):
+    """The server's default root is the working directory: the test's own directory here."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture
 def model(tmp_path):
     return tiny_gguf(tmp_path / "m.gguf")
@@ -69,7 +75,7 @@ def test_host_io_failure_has_diagnostics(model, monkeypatch):
 
 
 @pytest.mark.parametrize("args, rule", [
-    ({"path": "relative.gguf"}, "arguments_valid"),
+    ({"path": "relative.gguf"}, "path_valid"),
     ({"path": "/x.gguf", "hash": "sha1"}, "arguments_valid"),
     ({"path": "/x.gguf", "detail": "full", "view": {"collection": "tensors"}}, "options_conflict"),
     ({"path": "/x.gguf", "view": {"collection": "tensors", "names": "token_embd.weight"}}, "view_valid"),
@@ -93,6 +99,11 @@ def test_invalid_queries_and_records(model, tmp_path):
                                                     "fields": ["nope"]}},
                  "invalid_input", "invalid_request", prov)
     assert e["rule"] == "view_valid"
+    # kind is optional in a query's view; when given it is "model-artifact"
+    e = rejected("inspect_analysis_view", {"source": {"kind": "retained-evidence", "evidence_id": eid},
+                                           "view": {"kind": "objects", "collection": "tensors"}},
+                 "invalid_input", "invalid_request", prov)
+    assert e["rule"] == "query_valid" and e["field"] == "view.kind"
     # a bundle is not a single record
     bundle = tmp_path / "b.json"
     assert main(["inspect", str(model), "--evidence-output", str(bundle), "--json"]) == 0
@@ -105,6 +116,15 @@ def test_invalid_queries_and_records(model, tmp_path):
     e = rejected("inspect_analysis_view", {"source": {"kind": "evidence-file", "record": rec}, "view": view},
                  "invalid_input", "invalid_request", prov)
     assert e["rule"] == "evidence_id"
+    assert "integrity digest" in e["message"] and "not a signature" in e["message"]
+    # an integrity digest, not authentication (docs/inspect.md §Bundles): the same edit with the digest
+    # recomputed is accepted — the documented limit, pinned here
+    from converters.inspect.evidence import seal
+
+    forged = seal(dict(rec))
+    err, page = call("inspect_analysis_view", {"source": {"kind": "evidence-file", "record": forged}, "view": view},
+                     prov)
+    assert not err and page["parent_evidence_id"] == forged["evidence_id"]
     held = list(prov.store.ids())
     good = json.loads(bundle.read_text())["records"][0]
     for bad, rule in (({"records": "x"}, "bundle_valid"), ({"records": []}, "bundle_valid"),

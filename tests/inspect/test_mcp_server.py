@@ -8,14 +8,18 @@ import sys
 from pathlib import Path
 
 import anyio
+import jsonschema
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
+from converters import __version__
 from converters.cli import main
 from tests.support.inspect_models import sparse_gguf, tiny_gguf, tiny_safetensors
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = {"inspect_model_artifact", "inspect_analysis_view", "import_evidence_bundle", "release_evidence"}
+#: tool name -> its declared outputSchema, as the server listed it
+OUTPUT_SCHEMAS: dict[str, dict] = {}
 
 
 @pytest.fixture
@@ -24,8 +28,9 @@ def models(tmp_path):
             "st": tiny_safetensors(tmp_path / "m.safetensors")}
 
 
-def _server() -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable, args=["-m", "converters.cli", "mcp"], cwd=str(ROOT))
+def _server(*roots: Path) -> StdioServerParameters:
+    args = [a for r in roots for a in ("--root", str(r))]
+    return StdioServerParameters(command=sys.executable, args=["-m", "converters.cli", "mcp", *args], cwd=str(ROOT))
 
 
 async def _call(s: ClientSession, tool: str, args: dict) -> tuple[bool, dict]:
@@ -37,7 +42,11 @@ async def _call(s: ClientSession, tool: str, args: dict) -> tuple[bool, dict]:
 
 async def _ok(s, tool, args) -> dict:
     err, doc = await _call(s, tool, args)
-    assert not err, doc
+    assert not err, json.dumps(doc)
+    # the structured content conforms to the tool's declared outputSchema (the SDK client checks it too)
+    if tool not in OUTPUT_SCHEMAS:
+        OUTPUT_SCHEMAS.update({t.name: t.output_schema for t in (await s.list_tools()).tools})
+    jsonschema.validate(doc, OUTPUT_SCHEMAS[tool], cls=jsonschema.Draft202012Validator)
     return doc
 
 
@@ -61,15 +70,24 @@ def test_tools_end_to_end(models, tmp_path, capsys):
     tampered["records"][0]["tensors"][0]["shape"] = ["9", "4"]
 
     async def scenario() -> None:
-        async with stdio_client(_server()) as (read, write), ClientSession(read, write) as s:
-            await s.initialize()
+        async with stdio_client(_server(tmp_path)) as (read, write), ClientSession(read, write) as s:
+            init = await s.initialize()
+            assert (init.server_info.name, init.server_info.version) == ("ninfer-inspect", __version__)
             tools = {t.name: t for t in (await s.list_tools()).tools}
             assert set(tools) == TOOLS
+            for t in tools.values():
+                assert t.annotations.read_only_hint is True and t.annotations.open_world_hint is False, t.name
+                assert t.output_schema["type"] == "object", t.name
+                jsonschema.Draft202012Validator.check_schema(t.output_schema)
+                OUTPUT_SCHEMAS[t.name] = t.output_schema
             schema = tools["inspect_model_artifact"].input_schema
             assert schema["required"] == ["path"] and schema["properties"]["hash"]["enum"] == ["header", "full"]
             assert schema["properties"]["view"]["properties"]["collection"]["enum"] == ["tensors", "metadata",
                                                                                           "types"]
-            assert "kind" not in schema["properties"]["view"]["properties"]  # a selection without kind
+            # one selection schema in both tools: kind optional, collection required
+            view_schema = tools["inspect_analysis_view"].input_schema["properties"]["view"]
+            assert schema["properties"]["view"]["properties"] == view_schema["properties"]
+            assert view_schema["required"] == ["collection"] and "kind" in view_schema["properties"]
             src = tools["inspect_analysis_view"].input_schema["properties"]["source"]["oneOf"]
             assert [o["properties"]["kind"]["const"] for o in src] == ["retained-evidence", "evidence-file"]
             assert tools["release_evidence"].input_schema["required"] == ["evidence_id"]
@@ -93,10 +111,22 @@ def test_tools_end_to_end(models, tmp_path, capsys):
             assert be["format"] == "gguf" and be["counts"]["tensors"] == 3 and "page" not in be
             st = await _ok(s, "inspect_model_artifact", {"path": str(models["st"]), "hash": "full"})
             assert st["format"] == "safetensors" and st["artifact"]["sha256"] and not st["chat_template"]["present"]
+            full = await _ok(s, "inspect_model_artifact", {"path": str(models["le"]), "detail": "full"})
+            assert full["schema"] == "ninfer-convert.evidence/1" and full["evidence_id"] == first["parent_evidence_id"]
+            # the output schema says something: a summary without its counts does not conform
+            broken = {k: v for k, v in first.items() if k != "counts"}
+            with pytest.raises(jsonschema.ValidationError):
+                jsonschema.validate(broken, OUTPUT_SCHEMAS["inspect_model_artifact"])
 
             # paging: offset counts filtered matches, indices keep their positions; fields; an empty filter
             p1 = await _ok(s, "inspect_analysis_view", _view(le, collection="tensors", fields=["name"], limit=2))
             assert [r["index"] for r in p1["rows"]] == [0, 1] and p1["next_offset"] == 2
+            # view.kind is optional here as in inspect_model_artifact
+            no_kind = await _ok(s, "inspect_analysis_view", {"source": {"kind": "retained-evidence",
+                                                                        "evidence_id": le},
+                                                             "view": {"collection": "tensors", "fields": ["name"],
+                                                                      "limit": 2}})
+            assert no_kind["rows"] == p1["rows"]
             p2 = await _ok(s, "inspect_analysis_view", _view(le, collection="tensors", types=["F32"], offset=1,
                                                              fields=[]))
             assert p2["rows"] == [{"index": 2}] and p2["matches"] == 2 and p2["next_offset"] is None
@@ -154,7 +184,7 @@ def test_busy_and_cancelled_full_hash(tmp_path):
         logged.set()
 
     async def scenario() -> None:
-        async with stdio_client(_server()) as (read, write), ClientSession(read, write, logging_callback=on_log) as s:
+        async with stdio_client(_server(tmp_path)) as (read, write), ClientSession(read, write, logging_callback=on_log) as s:
             await s.initialize()
             hashing = anyio.Event()
 

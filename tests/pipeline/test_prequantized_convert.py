@@ -28,9 +28,11 @@ from tests.support.prequantized import (
     library_bytes,
     located,
     object_bytes,
+    same_divisor,
     schemes,
     sha256,
     source_rows,
+    tiled,
     weights,
 )
 
@@ -110,17 +112,6 @@ def test_values_equal_the_library_dequantization_and_verify_passes(converted, sc
         assert rule["parameters"] >= kept and rule["max_ulp"] == q["max_ulp"] and rule["dtypes"] == [ref["dtype"]]
 
 
-def tiled(scales: np.ndarray) -> np.ndarray:
-    """Block scales ``[N, K/16]`` in nvfp4's 128x4 tiles (docs/format/layouts.md §3, written out here)."""
-    n, c16 = scales.shape
-    c = c16 // 4
-    r, col = np.meshgrid(np.arange(n), np.arange(c16), indexing="ij")
-    at = ((r // 128) * c + col // 4) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + col % 4
-    out = np.zeros(n * c16, dtype=np.uint8)
-    out[at.reshape(-1)] = scales.reshape(-1)
-    return out
-
-
 NVFP4_SCHEMES = [s for s in SCHEMES if "nvfp4" in s]
 
 
@@ -151,14 +142,7 @@ def test_nvfp4_codes_block_scales_and_divisors_are_the_sources(converted, scheme
                 assert codes[r0 * k // 2:r1 * k // 2].tobytes() == packed[rows].tobytes()
                 member = tiled(comp[f"{module}.weight_scale"].view(np.uint8)[rows])
                 assert scales[r0 * k // 16:r1 * k // 16].tobytes() == member.tobytes()  # the piece's own tiles
-                _same_divisor(comp, module, divisors[r0 // (n // o.divisors)])
-
-
-def _same_divisor(comp: dict, module: str, d: np.float32) -> None:
-    if f"{module}.weight_global_scale" in comp:  # compressed-tensors divides by its global scale
-        assert d == comp[f"{module}.weight_global_scale"].reshape(-1)[0]
-    else:  # ModelOpt multiplies by weight_scale_2
-        assert d == np.float32(1) / comp[f"{module}.weight_scale_2"].reshape(-1)[0].astype(np.float32)
+                same_divisor(comp, module, divisors[r0 // (n // o.divisors)])
 
 
 FP8_ROW_SCHEMES = [s for s in SCHEMES if s in ("ct-fp8-channel", "ct-fp8-tensor", "modelopt-fp8")]
@@ -245,7 +229,7 @@ def test_moe_expert_banks_keep_one_source_divisor_per_expert(converted, scheme):
                 for e, pc in enumerate(rec["pieces"]):
                     module = pc["source"].removesuffix(".weight")
                     assert f".experts.{e}." in module
-                    _same_divisor(comp, module, divisors[e])
+                    same_divisor(comp, module, divisors[e])
 
 
 def test_block_fp8_moe_experts_are_kept_in_their_banks(converted):

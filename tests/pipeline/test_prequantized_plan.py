@@ -1,6 +1,6 @@
 """The planner's rules for prequantized sources (docs/recipes.md §Prequantized sources): nvfp4 divisors of
 parents that stack kept members, the ``nvfp4`` recipe's fused parents on an NVFP4 checkpoint, FP8 static input
-scales, and kept rows selected in runs (stacked plane by plane)."""
+scales, and kept rows gathered from runs (their scales re-tiled for the destination rows)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from converters.errors import RecipeError
 from converters.mapping.recipes import load_recipe
 from converters.pipeline.convert import ConvertOptions, convert
 from converters.pipeline.planned import PlannedTensor
-from converters.pipeline.produce import row_runs, stack_rows
+from converters.pipeline.produce import row_runs
 from converters.scaleout import job
 from converters.scaleout.run import run_conversion
 from converters.sources import open_source
 from ninfer_core import codecs, open_artifact
-from tests.support.prequantized import FIXTURES, components, located, object_bytes
+from tests.support.prequantized import FIXTURES, components, located, object_bytes, tiled
 
 GROUP_RECIPE = """\
 name: t-{key}
@@ -108,18 +108,30 @@ def _weight_of(art, parameter: str) -> str:
 
 
 @pytest.mark.parametrize("fmt", ["nvfp4", "fp8_e4m3fn_row_bf16"])
-def test_kept_rows_selected_in_runs_stack_into_the_rows_of_one_object(fmt):
+@pytest.mark.parametrize("runs", [[(256, 384), (0, 128)], [(64, 128), (320, 384), (0, 64), (448, 512)],
+                                  [(300, 301), (5, 258), (511, 512), (2, 3)]])
+def test_kept_rows_gathered_in_runs_are_the_rows_of_one_object(fmt, runs):
+    """Rows moved in runs of any length (whole tiles, half tiles, single rows): every row keeps its codes and its
+    scales — nvfp4's block scales re-tiled for the destination rows (docs/prequantized.md §Row gathers)."""
     scheme = "ct-nvfp4" if fmt == "nvfp4" else "ct-fp8-channel"
     src = open_source(FIXTURES / scheme)
     qw = src.quantized("model.layers.0.mlp.gate_proj.weight")
     n, k = qw.shape
-    ids = np.concatenate([np.arange(256, 384), np.arange(0, 128)])
-    assert row_runs(ids) == [(256, 384), (0, 128)]
-    parts = [(r1 - r0, qw.transcode(fmt, r0, r1)) for r0, r1 in row_runs(ids)]
-    obj = PlannedTensor("t", (n, k), fmt, codecs.FORMATS[fmt].layout, 1, 0, (), "absmax", (), "text", 0)
-    stacked = stack_rows(obj, None, (256, k), parts)
-    whole = codecs.decode(fmt, obj.layout, (n, k), qw.transcode(fmt, 0, n))
-    assert np.array_equal(codecs.decode(fmt, obj.layout, (256, k), stacked), whole[ids])
+    ids = np.concatenate([np.arange(r0, r1) for r0, r1 in runs])
+    assert row_runs(ids) == runs and len(ids) == 256
+    layout = codecs.FORMATS[fmt].layout
+    gathered = qw.gather(fmt, runs)
+    assert codecs.check(fmt, layout, (256, k), gathered) == []
+    whole = codecs.decode(fmt, layout, (n, k), qw.transcode(fmt, 0, n))
+    assert np.array_equal(codecs.decode(fmt, layout, (256, k), gathered), whole[ids])
+    if fmt == "nvfp4":  # the same bytes as a whole object made of those rows: codes, tiles, the one divisor
+        comp = components(scheme)
+        module = "model.layers.0.mlp.gate_proj"
+        data = np.frombuffer(gathered, dtype=np.uint8)
+        c, s = 256 * k // 2, 256 * k // 16
+        assert data[:c].tobytes() == comp[f"{module}.weight_packed"][ids].tobytes()
+        assert data[c:c + s].tobytes() == tiled(comp[f"{module}.weight_scale"].view(np.uint8)[ids]).tobytes()
+        assert data[c + s:].view("<f4")[0] == comp[f"{module}.weight_global_scale"][0]
 
 
 def test_recipe_fields_are_validated(tmp_path):

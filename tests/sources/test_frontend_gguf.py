@@ -4,8 +4,8 @@ Fixtures: GGUFs written the way llama.cpp ``_set_vocab_gpt2`` does (token list a
 ``get_vocab_base`` builds them, then ``gguf.SpecialVocab(dir, load_merges=True).add_to_gguf``) from a
 small HF tokenizer written here, and the tinymodels Qwen3.5 GGUF with its HF directory. The rebuilt files
 are compared by content with the source tokenizer (vocabulary, merges, added/special tokens, template,
-ids); ``tokenizers`` is not installed, so the JSON structure is checked against the layout of Qwen's
-released ``tokenizer.json`` instead of being loaded."""
+ids), the JSON structure against the layout of Qwen's released ``tokenizer.json``, and ``--tokenizer-dir``'s
+check of a directory's files against the GGUF."""
 
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def test_rebuilt_tokenizer_content_equals_source(built):
 
 def test_rebuilt_tokenizer_has_qwen_tokenizer_json_layout(built):
     rebuilt = json.loads(built[3].files["tokenizer.json"])
-    regex = load_frontend_rules()["pre_tokenizers"]["qwen2"]["regex"]
+    regex = load_frontend_rules()["pre_tokenizer_types"]["QWEN2"]["regexes"][0]
     byte_level = {"add_prefix_space": False, "trim_offsets": False, "use_regex": False}
     assert rebuilt["normalizer"] == {"type": "NFC"}
     assert rebuilt["pre_tokenizer"] == {"type": "Sequence", "pretokenizers": [
@@ -162,7 +162,7 @@ def test_tinymodels_gguf_rebuild_matches_its_hf_directory(tmp_path):
     key = [(t["id"], t["content"], t["special"]) for t in b["added_tokens"]]
     assert [(t["id"], t["content"], t["special"]) for t in a["added_tokens"]] == key
     assert a["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] == \
-        load_frontend_rules()["pre_tokenizers"]["qwen35"]["regex"]
+        load_frontend_rules()["pre_tokenizer_types"]["QWEN35"]["regexes"][0]
     tc_a, tc_b = json.loads(res.files["tokenizer_config.json"]), json.loads(orig.files["tokenizer_config.json"])
     for name in ("eos_token", "pad_token", "unk_token", "add_bos_token", "added_tokens_decoder"):
         assert tc_a[name] == tc_b[name], name
@@ -201,7 +201,7 @@ def test_inconsistent_tokenizer_metadata_is_a_typed_error(tmp_path, case, rule, 
     if case == "model":
         kw["edit"] = _set("tokenizer.ggml.model", "llama", gguf.GGUFValueType.STRING)
     if case == "pre":
-        kw["pre"] = "falcon"
+        kw["pre"] = "no-such-pre"
     if case == "merge":
         kw["edit"] = _set("tokenizer.ggml.merges", ["Ġ t", "Ġthe x"], gguf.GGUFValueType.ARRAY)
     if case == "types":
@@ -276,3 +276,31 @@ def test_embedded_hf_tokenizer_json_is_taken_verbatim(tmp_path):
     assert res.provenance["tokenizer.json"]["origin"] == "extracted"
     assert res.provenance["tokenizer.json"]["field"] == "tokenizer.huggingface.json"
     assert res.provenance["tokenizer_config.json"]["origin"] == "rebuilt"
+
+
+def test_tokenizer_dir_files_are_taken_verbatim_once_checked(tmp_path):
+    tok, ids = hf_tokenizer(tmp_path / "hf")
+    path = write_gguf(tmp_path / "m.gguf", tmp_path / "hf", tok, pre="not-a-llama-cpp-name")
+    with open_gguf(path) as src:
+        res = frontend_resources(src, tokenizer_dir=tmp_path / "hf")
+    for role in ("tokenizer.json", "tokenizer_config.json"):
+        assert res.files[role] == (tmp_path / "hf" / role).read_bytes()
+        assert res.provenance[role]["origin"] == "copied"
+        assert res.provenance[role]["tokenizer_dir"] == str(tmp_path / "hf")
+        assert res.provenance[role]["checked_against"] == str(path)
+    assert res.files["chat_template.jinja"] == TEMPLATE.encode("utf-8")
+    assert res.provenance["chat_template.jinja"]["origin"] == "extracted"
+    assert res.provenance["generation_config.json"]["origin"] == "rebuilt"
+
+
+def test_tokenizer_dir_added_tokens_must_match(tmp_path):
+    tok, ids = hf_tokenizer(tmp_path / "hf")
+    path = write_gguf(tmp_path / "m.gguf", tmp_path / "hf", tok)
+    tc = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
+    tc["added_tokens_decoder"] = {str(ids["<think>"]): {"content": "<thought>", "special": False}}
+    (tmp_path / "hf" / "tokenizer_config.json").write_text(json.dumps(tc))
+    with open_gguf(path) as src, pytest.raises(FrontendError) as info:
+        frontend_resources(src, tokenizer_dir=tmp_path / "hf")
+    assert info.value.rule == "tokenizer_dir_vocab"
+    assert info.value.file == str(tmp_path / "hf" / "tokenizer_config.json")
+    assert info.value.json_path == f"added_tokens_decoder.{ids['<think>']}"

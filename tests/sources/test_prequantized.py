@@ -63,7 +63,8 @@ def test_virtual_tensors_replace_components(fixture):
     head = "lm_head.weight" if "lm_head.weight" in src.tensors else "model.embed_tokens.weight"  # tied: the table
     if head not in src.tensors:
         head = "model.language_model.embed_tokens.weight"  # Qwen3-VL's text model prefix
-    assert src.quantized(head) is None and src.tensor(head).dtype == "BF16"
+    # the model dtype (float16 in modelopt-fp8-fp16)
+    assert src.quantized(head) is None and src.tensor(head).dtype == ("F16" if d.name.endswith("-fp16") else "BF16")
     ignore = src.quantization.describe()["ignore"]
     assert "lm_head" in ignore or src.quantization.convention == "fp8"  # Qwen's FP8 configs list none
 
@@ -135,8 +136,8 @@ def test_exact_targets_keep_codes_and_scales(fixture):
                 assert views["divisors"].view("<f4")[0, 0] == np.float32(qw.weight_divisor)
             elif fmt == "fp8_e4m3fn_row_bf16":
                 s = np.asarray(qw.scale_grid(0, n)[:, 0], dtype=np.float32)
-                if qw.kind == "MO_FP8":  # ModelOpt rounds its scale to the model dtype itself
-                    s = s.astype(ml_dtypes.bfloat16).astype(np.float32)
+                if qw.kind == "MO_FP8":  # ModelOpt rounds its scale to the model dtype itself (a bfloat16 value here)
+                    s = s.astype(NATIVE[qw.library_dtype]).astype(np.float32)
                 np.testing.assert_array_equal((views["scales"].view("<u2").astype(np.uint32) << 16).view("<f4")[:, 0], s)
             else:
                 g = codecs.codec_traits(fmt).group

@@ -17,30 +17,11 @@ from converters.cli import main
 from converters.errors import SourceFormatError
 from converters.sources import open_hf_dir, open_safetensors
 from ninfer_core.errors import EncodingError
+from tests.support.prequantized import variant
 from tests.support.sources import write_safetensors
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "prequantized"
 MOD = "model.layers.0.self_attn.o_proj"
-
-
-def variant(tmp_path: Path, scheme: str, *, tensors=None, config=None, side=None) -> Path:
-    """A copy of fixture ``scheme`` with ``tensors(dict)`` / ``config(dict)`` / ``side(dict)`` applied in place."""
-    d = tmp_path / scheme
-    shutil.copytree(ROOT / scheme, d)
-    if tensors is not None:
-        with open_safetensors(d / "model.safetensors") as s:
-            ts = {n: (t.dtype, list(t.shape), bytes(s.raw(n))) for n, t in s.tensors.items()}
-        tensors(ts)
-        write_safetensors(d / "model.safetensors", ts)
-    if config is not None:
-        cfg = json.loads((d / "config.json").read_text())
-        config(cfg)
-        (d / "config.json").write_text(json.dumps(cfg))
-    if side is not None:
-        hqc = json.loads((d / "hf_quant_config.json").read_text())
-        side(hqc)
-        (d / "hf_quant_config.json").write_text(json.dumps(hqc))
-    return d
 
 
 def refused(d: Path, rule: str, field: str) -> SourceFormatError:
@@ -172,8 +153,11 @@ def test_rows_outside_the_tensor(tmp_path):
             qw.dequantize(200, 300)
         assert exc.value.rule == "row_range" and MOD in str(exc.value)
         with pytest.raises(EncodingError) as exc:
-            qw.transcode("nvfp4", 64, 192)
+            qw.transcode("nvfp4", 64, 128)  # 64 rows: not a whole 128-row tile (where they start does not matter)
         assert exc.value.rule == "nvfp4_rows"
+        with pytest.raises(EncodingError) as exc:
+            qw.gather("nvfp4", [(0, 32), (64, 96), (100, 132)])
+        assert exc.value.rule == "nvfp4_rows" and "96 rows" in str(exc.value)
 
 
 def test_cli_reports_one_line(tmp_path, capsys):

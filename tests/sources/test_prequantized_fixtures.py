@@ -86,6 +86,11 @@ def int32_stream(words: np.ndarray, bits: int, count: int) -> np.ndarray:
     return (stream.astype(np.int64) << np.arange(bits)).sum(axis=-1) - (1 << (bits - 1))
 
 
+def model_dtype(directory: Path) -> np.dtype:
+    """The model dtype of ``config.json`` (what ModelOpt dequantizes to): bfloat16 or float16 in the fixtures."""
+    return NP[{"bfloat16": "BF16", "float16": "F16"}[json.loads((directory / "config.json").read_text())["dtype"]]]
+
+
 def library_values(directory: Path, t: dict[str, np.ndarray], module: str) -> np.ndarray:
     """The library's dequantization of one module, per the rule its reference.json ``_rule`` states."""
     floats = (NP["F32"], NP["BF16"], NP["F16"], NP["F8_E4M3"])
@@ -98,8 +103,10 @@ def library_values(directory: Path, t: dict[str, np.ndarray], module: str) -> np
     if scheme.startswith("modelopt NVFP4"):  # value = code * (scale * weight_scale_2), +0.0 for nibble 0x8
         scale = f32["weight_scale"] * np.float32(f32["weight_scale_2"])
         return bf16(fp4(t[module + ".weight"], False) * np.repeat(scale, 16, axis=1))
-    if scheme.startswith("modelopt FP8"):  # the fp32 scale rounded to bf16 first
-        return bf16(f32["weight"] * bf16(np.float32(f32["weight_scale"]).reshape(1, 1)))
+    if scheme.startswith("modelopt FP8"):  # the fp32 scale rounded to the model dtype first, then the product
+        out = model_dtype(directory)
+        scale = np.float32(f32["weight_scale"]).reshape(1, 1).astype(out).astype(np.float32)
+        return (f32["weight"] * scale).astype(out).astype(np.float32)
     if scheme.startswith("fp8 "):  # Qwen block FP8: one weight_scale_inv per 128x128 block, multiplies
         s = f32["weight_scale_inv"]
         n, k = f32["weight"].shape
@@ -125,7 +132,7 @@ def test_readme_lists_every_fixture_directory_and_sizes_stay_small():
     present = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
     assert present == sorted(TABLE) and len(TABLE) >= 14
     sizes = {name: sum(f.stat().st_size for f in (FIXTURES / name).iterdir()) for name in present}
-    assert max(sizes.values()) <= 1_600_000 and sum(sizes.values()) <= 24 * 2**20
+    assert max(sizes.values()) <= 1_600_000 and sum(sizes.values()) <= 26 * 2**20
     for name in present:
         for required in ("config.json", "model.safetensors", "reference.json", "tokenizer.json"):
             assert (FIXTURES / name / required).is_file(), f"{name}/{required}"
@@ -145,14 +152,16 @@ def test_reference_covers_every_quantized_module_and_follows_the_rule(name):
     modules = quantized_modules(tensors)
     assert {k for k in reference if not k.startswith("_")} == {m + ".weight" for m in modules}
     if "lm_head.weight" in tensors:  # absent when tied to the embeddings (qwen2, qwen3vl bases)
-        assert tensors["lm_head.weight"].dtype == NP["BF16"] and "lm_head" not in modules  # ignored: unquantized
+        # ignored: unquantized, in the model dtype (float16 in modelopt-fp8-fp16)
+        assert tensors["lm_head.weight"].dtype == model_dtype(directory) and "lm_head" not in modules
+    out = model_dtype(directory) if name.startswith("modelopt-fp8") else NP["BF16"]  # ModelOpt FP8: the model dtype
     for module in sorted(modules):
         entry = reference[module + ".weight"]
         values = library_values(directory, tensors, module)
-        assert list(values.shape) == entry["shape"] and entry["dtype"] == "bfloat16"
+        assert list(values.shape) == entry["shape"] and NP[{"bfloat16": "BF16", "float16": "F16"}[entry["dtype"]]] == out
         index, expected = (np.array(c) for c in zip(*entry["samples"], strict=True))
         got = values.reshape(-1)[index.astype(np.int64)]
         assert len(index) >= 200 and np.array_equal(got, expected.astype(np.float32)), module
         assert np.array_equal(np.signbit(got), np.signbit(expected)), f"{module}: sign of zero"
-        whole = hashlib.sha256(values.astype(ml_dtypes.bfloat16).tobytes()).hexdigest()
+        whole = hashlib.sha256(values.astype(out).tobytes()).hexdigest()
         assert whole == entry["sha256"], f"{module}: the whole tensor differs from the library's"

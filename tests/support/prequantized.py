@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +17,9 @@ import ml_dtypes
 import numpy as np
 
 from converters.pipeline.convert import convert
+from converters.sources import open_safetensors
 from ninfer_core import ArtifactWriter, open_artifact
+from tests.support.sources import write_safetensors
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "prequantized"
 NP = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype(ml_dtypes.bfloat16),
@@ -78,6 +81,26 @@ def expand_fused(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
+def variant(tmp_path: Path, scheme: str, *, tensors=None, config=None, side=None) -> Path:
+    """A copy of fixture ``scheme`` with ``tensors(dict)`` / ``config(dict)`` / ``side(dict)`` applied in place."""
+    d = tmp_path / scheme
+    shutil.copytree(FIXTURES / scheme, d)
+    if tensors is not None:
+        with open_safetensors(d / "model.safetensors") as s:
+            ts = {n: (t.dtype, list(t.shape), bytes(s.raw(n))) for n, t in s.tensors.items()}
+        tensors(ts)
+        write_safetensors(d / "model.safetensors", ts)
+    if config is not None:
+        cfg = json.loads((d / "config.json").read_text())
+        config(cfg)
+        (d / "config.json").write_text(json.dumps(cfg))
+    if side is not None:
+        hqc = json.loads((d / "hf_quant_config.json").read_text())
+        side(hqc)
+        (d / "hf_quant_config.json").write_text(json.dumps(hqc))
+    return d
+
+
 def convert_fixture(scheme: str, out: Path, recipe: str) -> Path:
     convert(FIXTURES / scheme, out, recipe=recipe, workers=1)
     return out
@@ -133,6 +156,25 @@ def assembled(art, module_weight: str, n: int) -> tuple[np.ndarray, list[tuple[d
     if out is None:
         raise KeyError(module_weight)
     return out, parts
+
+
+def tiled(scales: np.ndarray) -> np.ndarray:
+    """Block scales ``[N, K/16]`` in nvfp4's 128x4 tiles (docs/format/layouts.md §3, written out here)."""
+    n, c16 = scales.shape
+    c = c16 // 4
+    r, col = np.meshgrid(np.arange(n), np.arange(c16), indexing="ij")
+    at = ((r // 128) * c + col // 4) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + col % 4
+    out = np.zeros(n * c16, dtype=np.uint8)
+    out[at.reshape(-1)] = scales.reshape(-1)
+    return out
+
+
+def same_divisor(comp: dict, module: str, d: np.float32) -> None:
+    """A kept nvfp4 object's divisor ``d`` is the source's: the global scale, or ``1 / weight_scale_2``."""
+    if f"{module}.weight_global_scale" in comp:  # compressed-tensors divides by its global scale
+        assert d == comp[f"{module}.weight_global_scale"].reshape(-1)[0]
+    else:  # ModelOpt multiplies by weight_scale_2
+        assert d == np.float32(1) / comp[f"{module}.weight_scale_2"].reshape(-1)[0].astype(np.float32)
 
 
 def library_bytes(values: np.ndarray, dtype: str) -> bytes:

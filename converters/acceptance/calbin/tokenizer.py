@@ -1,6 +1,6 @@
 """Tokenizer and HF config of the package (docs/calbin.md §8): parse, then service-consistency checks.
 
-- Gate B: the §8 JSON files parse (duplicate keys rejected, size bounded); the vocab GGUF starts with
+- Gate B: the §8 JSON files parse (``config.json`` read through :func:`text_view`) (duplicate keys rejected, size bounded); the vocab GGUF starts with
   the ``GGUF`` magic. Failures are ``TOKENIZER_FILE_INVALID`` (serving needs them; the calbin itself
   can still be judged).
 - Gate C: logits' last dimension == ``config.vocab_size`` and every tokenizer id < ``vocab_size``
@@ -55,6 +55,7 @@ def load(ctx: Ctx) -> None:
         ctx.tokenizer[name] = doc
     config = ctx.tokenizer.get("config.json")
     if config is not None:
+        config = text_view(config)
         for key in ("vocab_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads"):
             if not _is_int(config.get(key)):
                 ctx.emit("TOKENIZER_FILE_INVALID", f"config.json {key} missing or not an int",
@@ -71,6 +72,22 @@ def load(ctx: Ctx) -> None:
                 continue
             if magic != b"GGUF":
                 ctx.emit("TOKENIZER_FILE_INVALID", "vocab GGUF does not start with the GGUF magic", file=rel)
+
+
+def text_view(config: dict) -> dict:
+    """The text model's fields of ``config.json`` in every spelling checkpoints use (docs/architectures.md
+    §Config spellings): a ``text_config`` object's keys over the root's (Qwen3-VL, Qwen3.5), and ``rope_theta``
+    from ``rope_parameters`` / ``rope_scaling`` (flat or per layer type: transformers 5) when not a top key."""
+    text = config.get("text_config")
+    view = {**config, **text} if isinstance(text, dict) else dict(config)
+    if "rope_theta" not in view:
+        for key in ("rope_parameters", "rope_scaling"):
+            rope = view.get(key)
+            rope = rope.get("full_attention", rope) if isinstance(rope, dict) else None
+            if isinstance(rope, dict) and "rope_theta" in rope:
+                view["rope_theta"] = rope["rope_theta"]
+                break
+    return view
 
 
 def _is_int(v: object) -> bool:

@@ -92,6 +92,7 @@ SPECS: tuple[GateCode, ...] = (
     GateCode("VERIFY_CONFIG_MISMATCH", E, None, 4, "A component's config differs from the one the source gives in a field the source states (geometry, RoPE, deepstack wiring)."),
     GateCode("VERIFY_PARAMETER_UNREADABLE", E, None, 4, "A bound parameter cannot be decoded from the artifact or computed from the source."),
     GateCode("VERIFY_VALUE_NOT_EXACT", E, None, 4, "A parameter provenance calls exact decodes to values that differ from the source's after the mapped transforms."),
+    GateCode("VERIFY_SWEEP_PARTIAL", E, None, 4, "verify --sweep compares every layer, and the artifact binds only some of them (a minimal --only-layer artifact): the count is in the evidence."),
     GateCode("VERIFY_VALUE_TOLERANCE", E, None, 4, "A requantized parameter's cosine or maximum error is outside its format's tolerance."),
     GateCode("VERIFY_ROW_ORDER", E, None, 5, "Rows of a parameter do not match the source's rows of the same index (permuted or foreign rows)."),
     GateCode("VERIFY_ROW_NORM", E, None, 5, "Per-row norms of a parameter differ from the source's beyond its format's tolerance."),

@@ -2,7 +2,9 @@
 once on the source's weights (after the mapped transforms) and once on the artifact's decoded bindings,
 each with its own text config; logits compared by top-1 agreement, cosine and max absolute error.
 
-Parameters are materialised one at a time (:class:`~converters.acceptance.gates.decode.LazyParameters`), the embedding
+The forward runs in float32 with the project's own decoders, through every layer up to
+:data:`FULL_FORWARD_ELEMENTS` text parameters (or with ``--sweep``), else through the stated subset of
+:func:`golden_layers` (docs/acceptance.md §Golden at scale). Parameters are materialised one at a time (:class:`~converters.acceptance.gates.decode.LazyParameters`), the embedding
 and head only for the rows the tokens and head blocks need, so memory stays near one layer's weights.
 
 Thresholds depend on the artifact's precision class — the coarsest format among the objects bound to the
@@ -31,6 +33,9 @@ in one layer give 0.961-0.971: caught in the exact and 16-bit classes, left to g
 
 from __future__ import annotations
 
+import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +50,10 @@ from converters.errors import ConverterError
 from ninfer_core import codecs
 
 N_TOKENS = 16
+DTYPE = np.float32  # the forward's arithmetic; the logits are compared in float64 (docs/acceptance.md §Golden at scale)
+#: text parameters (elements) up to which gate 7 runs every layer without --sweep (docs/acceptance.md §Golden at scale)
+FULL_FORWARD_ELEMENTS = 4_000_000_000
+EDGE_LAYERS = 2  # a truncated forward's first and last layers
 TOKEN_SEED = 20260407
 ROW_VIEWS = ("text/token_embedding", "text/output_head")
 
@@ -104,8 +113,55 @@ def precision_class(art, names) -> Threshold:
     return CLASSES[worst]
 
 
-def check_golden(art, model, art_config) -> tuple[list[Finding], dict]:
-    """Gate 7 on the text component; (issues, evidence)."""
+def golden_layers(spec: TextSpec, shapes, sweep: bool) -> tuple[list[int], bool]:
+    """The decoder layers gate 7 runs, and whether that is a truncated forward (docs/acceptance.md §Golden at
+    scale): every layer with ``sweep`` or when the text parameters number at most :data:`FULL_FORWARD_ELEMENTS`;
+    else the first and last :data:`EDGE_LAYERS` layers and the first layer of every kind (mixer, dense or
+    sparse feed-forward) not among them, in order."""
+    n = len(spec.layer_types)
+    elements = sum(math.prod(shape) for shape in shapes.values())
+    if sweep or elements <= FULL_FORWARD_ELEMENTS or n <= 2 * EDGE_LAYERS:
+        return list(range(n)), False
+    chosen = set(range(EDGE_LAYERS)) | set(range(n - EDGE_LAYERS, n))
+    first: dict[tuple[str, bool], int] = {}
+    for layer, kind in enumerate(spec.layer_types):
+        first.setdefault((kind, spec.sparse(layer)), layer)
+    return sorted(chosen | set(first.values())), True
+
+
+def describe_layers(layers: list[int], n_layers: int) -> str:
+    """``every layer (28)`` or ``8 of 28 layers: 0-3, 24-27``."""
+    if len(layers) == n_layers:
+        return f"every layer ({n_layers})"
+    runs, start = [], layers[0]
+    for a, b in zip(layers, [*layers[1:], None], strict=True):
+        if b != a + 1:
+            runs.append(f"{start}" if start == a else f"{start}-{a}")
+            start = b
+    return f"{len(layers)} of {n_layers} layers: {', '.join(runs)}"
+
+
+def _both_forwards(source, artifact, tokens, layers: list[int], progress) -> tuple[np.ndarray, np.ndarray]:
+    """The source's and the artifact's logits (each ``(config, parameters)``), computed side by side on two
+    threads: they share nothing but the tokens, and their decoders and matrix products release the GIL, so
+    on two cores the pair takes about the time of one (docs/acceptance.md §Golden at scale). ``progress(done,
+    total)`` counts the steps of both (each: every layer, then the head)."""
+    total, done, lock = 2 * (len(layers) + 1), [0], threading.Lock()
+
+    def tick(_n: int) -> None:
+        with lock:
+            done[0] += 1
+            if progress is not None:
+                progress(done[0], total)
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="golden") as pool:
+        runs = [pool.submit(forward, config, params, tokens, dtype=DTYPE, layers=layers, progress=tick)
+                for config, params in (source, artifact)]
+        return runs[0].result(), runs[1].result()
+
+
+def check_golden(art, model, art_config, *, sweep: bool = False, progress=None) -> tuple[list[Finding], dict]:
+    """Gate 7 on the text component; (issues, evidence). ``progress(done, total)`` after each forward step."""
     try:
         spec_src, spec_art = TextSpec.from_config(model.config), TextSpec.from_config(art_config)
     except ConverterError as exc:
@@ -131,11 +187,13 @@ def check_golden(art, model, art_config) -> tuple[list[Finding], dict]:
     src = LazyParameters(shapes_src, source_rows, ROW_VIEWS)
     got = LazyParameters(shapes_art, artifact_rows, ROW_VIEWS)
     tokens = golden_tokens(spec_src.vocab_size)
-    reference = forward(model.config, src, tokens)
-    candidate = forward(art_config, got, tokens)
+    layers, truncated = golden_layers(spec_src, shapes_src, sweep)
+    reference, candidate = _both_forwards((model.config, src), (art_config, got), tokens, layers, progress)
     metrics = compare_logits(reference, candidate)
     th = precision_class(art, shapes_art)
-    evidence = {"tokens": [int(t) for t in tokens], "precision_class": th.precision,
+    evidence = {"tokens": [int(t) for t in tokens], "layers": layers, "truncated": truncated,
+                "layers_run": describe_layers(layers, len(spec_src.layer_types)), "dtype": np.dtype(DTYPE).name,
+                "precision_class": th.precision,
                 "thresholds": {"cosine": th.cosine, "top1_agreement": th.top1},
                 **{k: float(f"{v:.9g}") for k, v in metrics.items()}}
     bad = []

@@ -52,16 +52,17 @@ def check_recorded_hashes(art) -> tuple[list[Finding], int]:
     return issues, checked
 
 
-def check_against_source(art, source, components: Mapping | None = None,
+def check_against_source(art, model, components: Mapping | None = None,
                          borrowed: Collection[str] = ()) -> tuple[list[Finding], list[dict]]:
-    """The text frontend the source provides (:data:`~converters.sources.frontend.TEXT_ROLES`) against the artifact's
+    """The text frontend the opened ``model`` provides (:meth:`converters.model.engine.Model.frontend`: the
+    source's, or its ``--tokenizer-dir``'s; :data:`~converters.sources.frontend.TEXT_ROLES`) against the artifact's
     ``text`` resources, and each selected component's resources (``components``: component id →
     :class:`converters.model.components.Component`, as resolved from the source and its inputs) against that
     component's table; rows for the report. Resource objects in ``borrowed`` (copied from a template) are
     left to :func:`converters.acceptance.gates.borrowed.check_borrowed`."""
-    from converters.sources.frontend import TEXT_ROLES, frontend_resources
+    from converters.sources.frontend import TEXT_ROLES
 
-    fr = frontend_resources(source)
+    fr = model.frontend()
     wanted = [("text", role, fr.files[role], (fr.provenance.get(role) or {}).get("origin", ""))
               for role in TEXT_ROLES if role in fr.files]
     for cid, comp in (components or {}).items():

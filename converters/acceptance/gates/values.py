@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -46,6 +47,11 @@ from ninfer_core.errors import NinferError
 EXACT_LABELS = ("bit-exact", "value-exact")
 SHOWN = 5
 ROW_FLOOR = 1e-3
+
+
+def _as_rows(x: np.ndarray) -> np.ndarray:
+    """``x`` as ``[rows, K]`` (2-D as it is; else one element per row)."""
+    return x if x.ndim == 2 else x.reshape(-1, 1)
 
 
 @dataclass
@@ -66,26 +72,33 @@ class Stats:
     rule: LibraryRule | None = None  # a prequantized source's library rule: g rounded to its dtype, max_ulp apart
 
     def add(self, g: np.ndarray, w: np.ndarray) -> None:
+        """Add a block: one compiled pass (:mod:`.stats_kernel`) gives the per-row float64 sums and the block's
+        extremes and differing elements (with a library rule: those beyond its bound)."""
+        from converters.acceptance.gates import stats_kernel
+
         if self.rule is not None:
             g = self.rule.rounded(g)
-        g64, w64 = g.astype(np.float64), w.astype(np.float64)
-        self.sxy += float(np.sum(g64 * w64))
-        self.sxx += float(np.sum(w64 * w64))
-        self.syy += float(np.sum(g64 * g64))
-        if g.size:
-            diff = np.abs(g64 - w64)
-            self.max_abs = max(self.max_abs, float(np.max(diff)))
-            self.max_want = max(self.max_want, float(np.max(np.abs(w64))))
-            neq = self.rule.beyond(g, w) if self.rule is not None else ~((g == w) | (np.isnan(g) & np.isnan(w)))
+        g2 = np.ascontiguousarray(_as_rows(g), dtype=np.float32)
+        w2 = np.ascontiguousarray(_as_rows(w), dtype=np.float32)
+        sums = np.empty((g2.shape[0], 4), dtype=np.float64)
+        max_abs, max_want, n, first = stats_kernel.row_stats(g2, w2, sums) if g.size else (0.0, 0.0, 0, -1)
+        if self.rule is not None and g.size:
+            neq = self.rule.beyond(g, w)
             n = int(np.count_nonzero(neq))
-            if n and self.first_diff is None:
-                self.first_diff = self.elements + int(np.argmax(neq.reshape(-1)))
-            self.differing += n
+            first = int(np.argmax(neq.reshape(-1))) if n else -1
+        self.sxx += float(np.sum(sums[:, 0]))
+        self.syy += float(np.sum(sums[:, 1]))
+        self.sxy += float(np.sum(sums[:, 2]))
+        self.max_abs = max_abs if math.isnan(max_abs) else max(self.max_abs, max_abs)
+        self.max_want = max(self.max_want, max_want)
+        if n and self.first_diff is None:
+            self.first_diff = self.elements + first
+        self.differing += n
         self.elements += g.size
         if g.ndim == 2 and g.shape[1] > 1:
-            self.row_abs.append(np.linalg.norm(g64 - w64, axis=1))
-            self.row_want.append(np.linalg.norm(w64, axis=1))
-            self.row_got.append(np.linalg.norm(g64, axis=1))
+            self.row_abs.append(np.sqrt(sums[:, 3]))
+            self.row_want.append(np.sqrt(sums[:, 0]))
+            self.row_got.append(np.sqrt(sums[:, 1]))
 
     def rows(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Per row: relative error ‖g − w‖ / ‖w‖ and norm deviation |‖g‖ − ‖w‖| / ‖w‖, where ‖w‖ is floored at
@@ -179,11 +192,15 @@ def bound_targets(model, params) -> list[Target]:
             for p in params]
 
 
-def check_parameters(art, targets, geometries: Mapping[str, object] | None = None) -> ValuesResult:
+def check_parameters(art, targets, geometries: Mapping[str, object] | None = None,
+                     progress: Callable[[int, int], None] | None = None) -> ValuesResult:
     """Gates 4 and 5 over ``targets``; ``geometries``: component → head geometry for the head slices
-    (:func:`converters.acceptance.gates.contract.head_geometry`; a component without one gets row probes only)."""
+    (:func:`converters.acceptance.gates.contract.head_geometry`; a component without one gets row probes only);
+    ``progress(done, total)`` before each target."""
     out = ValuesResult()
-    for t in targets:
+    for i, t in enumerate(targets):
+        if progress is not None:
+            progress(i, len(targets))
         if t.name not in art.bindings:
             continue  # coverage (gate 2) reports it
         try:
@@ -206,11 +223,11 @@ def _check_one(art, name: str, a: ArtifactRows, s: SourceRows, spec, out: Values
     rule = library_rule(art, a.objects) if exact else None
     st = Stats(rule=rule)
     if head_slices is not None:
-        g, w = a.rows(0, a.n_rows), s.rows(0, s.n_rows)
+        g, w = _side_by_side(a, s, 0, a.n_rows)
         st.add(g, w)
     else:
         for r0, r1 in row_blocks(a.n_rows, a.k):
-            st.add(a.rows(r0, r1), s.rows(r0, r1))
+            st.add(*_side_by_side(a, s, r0, r1))
     ok_values = _judge_values(name, st, exact, exactness, tol, encoder, formats, out)
     ok_order = True
     limit = rule.row_limit if rule is not None else None
@@ -230,6 +247,15 @@ def _check_one(art, name: str, a: ArtifactRows, s: SourceRows, spec, out: Values
     worst_row = float(np.max(rows[0])) if rows is not None and rows[0].size else None
     out.checked.append(ParameterCheck(name, exactness, formats, st.cosine, st.max_abs, st.max_rel, worst_row,
                                       ok_values, ok_order, rule))
+
+
+def _side_by_side(a: ArtifactRows, s: SourceRows, r0: int, r1: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``[r0, r1)`` of the artifact and of the source, the source's decoded on a second thread meanwhile
+    (both decoders release the GIL: on two cores a block takes about the time of one side)."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="values-source") as pool:
+        want = pool.submit(s.rows, r0, r1)
+        got = a.rows(r0, r1)
+        return got, want.result()
 
 
 def _judge_values(name, st: Stats, exact: bool, exactness: str, tol, encoder: str, formats, out) -> bool:
@@ -300,6 +326,13 @@ def _head_probe(name: str, g: np.ndarray, w: np.ndarray, axis: int, slices, tol,
             s, e = slices[i]
             return (x[s:e] if axis == 0 else x[:, s:e]).astype(np.float64).reshape(-1)
 
+        own_rel = {}
+        for i in members:  # each head against its own first: only a head outside the limit is matched against all
+            gi, wi = flat(g, i), flat(w, i)
+            d_own, w_own = float(np.linalg.norm(gi - wi)), float(np.linalg.norm(wi))
+            own_rel[i] = d_own / w_own if w_own > 0 else (np.inf if d_own > 0 else 0.0)
+        if all(r <= limit for r in own_rel.values()):
+            continue
         G = np.stack([flat(g, i) for i in members])
         W = np.stack([flat(w, i) for i in members])
         gg, ww = np.sum(G * G, axis=1), np.sum(W * W, axis=1)
@@ -308,9 +341,9 @@ def _head_probe(name: str, g: np.ndarray, w: np.ndarray, axis: int, slices, tol,
         with np.errstate(divide="ignore", invalid="ignore"):
             rel = np.where(wn[None, :] > 0, d / wn[None, :], np.where(d > 0, np.inf, 0.0))
         for row, i in enumerate(members):
-            own = float(rel[row, row])
-            if own <= limit:
+            if own_rel[i] <= limit:
                 continue
+            own = float(rel[row, row])
             best = int(np.argmin(rel[row]))
             if best != row and rel[row, best] < own and rel[row, best] <= foreign:
                 moved.append((i, members[best], own, float(rel[row, best])))

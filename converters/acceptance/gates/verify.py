@@ -25,8 +25,9 @@ Gates 4–7 need the source; without ``source`` they are ``skipped`` with the re
 ``pass`` — and the result is ``incomplete``. Components read from inputs of their own come with ``inputs``
 (``{"mmproj": path, "drafter": [paths]}``, as for the conversion; :func:`converters.model.engine.open_model`).
 Gates 4–5 sample layers (the first layer of each kind and the last, per component) unless ``sweep``;
-explicit ``layers`` choose the text layers (components keep their sample); gate 7 always runs the whole text
-model on a few tokens. A gate that could not run because an earlier one failed (no artifact to read) is
+explicit ``layers`` choose the text layers (components keep their sample); gate 7 runs the text model on a few
+tokens, every layer up to ``numerics.FULL_FORWARD_ELEMENTS`` text parameters or with ``sweep``, else a stated
+subset (docs/acceptance.md §Golden at scale). A gate that could not run because an earlier one failed (no artifact to read) is
 ``skipped`` with that reason.
 
 Objects borrowed from a template (``--template`` conversions, provenance ``borrowed_from``) are compared with
@@ -209,15 +210,17 @@ def _input_names(inputs: dict | None) -> dict:
 
 
 def verify(path, source=None, *, inputs: dict | None = None, sweep: bool = False,
-           layers: Iterable[int] | None = None, template=None) -> VerifyReport:
+           layers: Iterable[int] | None = None, template=None, progress=None) -> VerifyReport:
     """Run the seven gates on the artifact whose entry is ``path``, comparing with ``source`` when given
     (a GGUF file, an HF directory, or an open Source) and the components' own ``inputs``; borrowed objects
-    with ``template`` when given, else with what provenance records."""
+    with ``template`` when given, else with what provenance records. ``progress``: a
+    :class:`~converters.acceptance.progress.GateProgress` told of each gate's start, steps and end."""
     path = Path(path)
     layer_list = sorted(set(layers)) if layers is not None else None
     report = VerifyReport(str(path), None if source is None else str(getattr(source, "path", source)),
                           layer_list, sweep, _input_names(inputs))
     run = VerifyRun(report, path, source, inputs, sweep, layer_list, template)
+    run.progress = progress
     try:
         run_gates("verify", run)
     finally:

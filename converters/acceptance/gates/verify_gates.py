@@ -130,6 +130,11 @@ def values(run, g):
         note = run.proposal_note
         components["proposal"] = {"parameters": sum(c["name"].startswith("proposal/") for c in checked),
                                   **({"note": note} if note else {})}
+    if run.sweep and len(layers_bound) < n_layers:  # docs/acceptance.md §Minimal artifacts: a sweep of part fails
+        found.append(finding("VERIFY_SWEEP_PARTIAL", f"--sweep compares every layer: the artifact binds "
+                             f"{len(layers_bound)}/{n_layers} text layers ({_layer_list(layers_bound)}); it is not "
+                             "a whole model", path="$.bindings", detail={"layers_bound": len(layers_bound),
+                                                                         "layers": n_layers}))
     g.evidence.update({"layers": chosen["text"], "layers_bound": f"{len(layers_bound)} of {n_layers}",
                        "parameters": len(checked),
                        "exact": sum(c["exactness"] in ("bit-exact", "value-exact") for c in checked),
@@ -137,6 +142,13 @@ def values(run, g):
                        **_library_rules(checked),
                        **({"components": components} if components else {}), "per_parameter": checked})
     return found
+
+
+def _layer_list(layers: list[int]) -> str:
+    """``layer 3`` or ``layers 0, 3``; ``none`` when empty."""
+    if not layers:
+        return "none"
+    return ("layer " if len(layers) == 1 else "layers ") + ", ".join(map(str, layers))
 
 
 def _library_rules(checked: list[dict]) -> dict:
@@ -169,7 +181,7 @@ def resources(run, g):
         g.skip(f"{run.NO_SOURCE} ({n_hashed} resource(s) match the sha256 provenance records)")
         return found + hashed
     from_source, rows = guarded(g, found, lambda: check_against_source(
-        run.artifact, run.model.source, run.model.component_records, borrowed=set(run.borrowed)), ([], []))
+        run.artifact, run.model, run.model.component_records, borrowed=set(run.borrowed)), ([], []))
     g.checks[:0] = ["recorded_sha256", "source_resources", "component_resources"]
     g.evidence.update(resources=rows, recorded_hashes_checked=n_hashed)
     return found + hashed + from_source
@@ -188,7 +200,7 @@ def golden_numerics(run, g):
             any(f.code == "VERIFY_PARAMETER_UNREADABLE" and _is_text(f.path) for f in earlier.gate(4).findings):
         g.skip("text bindings missing or unreadable (gates 2/4); the forward pass needs every text parameter")
     else:
-        golden, evidence = guarded(g, found, lambda: check_golden(art, run.model, run.config), ([], {}))
+        golden, evidence = guarded(g, found, lambda: check_golden(art, run.model, run.config, sweep=run.sweep, progress=run.step), ([], {}))
         found += golden
         g.evidence.update(evidence)
         g.check("forward_source", "forward_artifact", "top1", "cosine", "max_abs_error")
@@ -247,7 +259,7 @@ def compare_parameters(run):
     """Gates 4 and 5's one pass over the compared parameters (:func:`~converters.acceptance.gates.values.check_parameters`)."""
     extra, run.proposal_note = proposal_targets(run.artifact, run.model, run.token_ids)
     return check_parameters(run.artifact, bound_targets(run.model, run.compared) + extra,
-                            head_geometries(run.config, run.model))
+                            head_geometries(run.config, run.model), progress=run.step)
 
 
 def _is_text(path: str | None) -> bool:

@@ -18,7 +18,7 @@ import numpy as np
 from converters.errors import SourceFormatError
 from ninfer_core.codecs.bitpack import byte_table
 
-from .numeric import E2M1, E4M3, component_rows
+from .numeric import E2M1, E4M3, as_f32, component_rows
 from .weight import QuantizedWeight
 
 SECTION = "docs/prequantized.md §Component tensors"
@@ -115,6 +115,11 @@ class FP8Weight(QuantizedWeight):
     @property
     def scale_dtype(self) -> str:
         return {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}[self.parts[self.SCALES].dtype]
+
+    def applied_scales(self, s: np.ndarray) -> np.ndarray:
+        """Stored scales ``s`` as the library multiplies by them (float32 values): as stored here; a convention
+        that rounds the scale first says so (ModelOpt)."""
+        return as_f32(s)
 
     def _dequantize(self, r0: int, r1: int) -> np.ndarray:
         return self.rule(E4M3[self.codes(r0, r1)], self.expanded_scales(r0, r1))

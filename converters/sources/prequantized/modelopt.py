@@ -5,7 +5,9 @@ The library rules, as ModelOpt's own dequantization computes them (``NVFP4QTenso
 
 - NVFP4: ``per_block = float32(e4m3 scale) * weight_scale_2`` in float32; ``e2m1 * per_block`` in float32;
   cast to ``out``. The v3 divisor is ``1 / weight_scale_2`` rounded once to float32;
-- FP8: ``out(e4m3) * out(weight_scale)`` in ``out`` (the scale is rounded to ``out`` first).
+- FP8: ``out(e4m3) * out(weight_scale)`` in ``out`` (the scale is rounded to ``out`` first: bfloat16 for a
+  bfloat16 model, so its codes keep in ``fp8_e4m3fn_row_bf16`` with ``bf16(weight_scale)`` on every row; for a
+  float16 or float32 model only when ``out(weight_scale)`` is a bfloat16 value).
 
 Activation divisors are ``1 / input_scale`` (ModelOpt's scales multiply; v3's divisors divide).
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .families import FP8Weight, NVFP4Weight, check_part, inverse, keep, missing, scalar, scheme_record
-from .numeric import E2M1, component_rows, round_to, torch_op
+from .numeric import E2M1, as_f32, component_rows, round_to, torch_op
 
 SECTION = "docs/prequantized.md §ModelOpt"
 COMPONENTS = ("weight", "weight_scale", "weight_scale_2", "input_scale")
@@ -51,6 +53,10 @@ class MOFP8(FP8Weight):
     def rule(self, e4m3: np.ndarray, scales: np.ndarray) -> np.ndarray:
         """The library's values of E4M3 values under scales (source dtype), elementwise."""
         return torch_op(e4m3, scales, "mul", self.library_dtype)
+
+    def applied_scales(self, s: np.ndarray) -> np.ndarray:
+        """ModelOpt rounds its float32 scale to ``out`` (the model dtype) before the product."""
+        return round_to(as_f32(s), self.library_dtype)
 
 
 def build(module: str, parts: dict, scheme, cfg):

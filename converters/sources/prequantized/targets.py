@@ -6,7 +6,8 @@ Targets per family, in preference order (each only where the values fit, else ab
 - NVFP4 → ``nvfp4`` (bit-exact: nibbles and E4M3 block scales copied, the scales into 128×4 tiles; the
   divisor is the convention's, docs/prequantized.md §Value relations);
 - FP8 per tensor / channel → ``fp8_e4m3fn_row_bf16`` (codes copied; bit-exact when the scale is bfloat16,
-  value-exact when it converts to bfloat16 exactly or the library itself rounds it to bfloat16);
+  value-exact when the scale as the library applies it is a bfloat16 value — ModelOpt rounds it to the model
+  dtype first, so a bfloat16 model's always is);
 - INT4 → ``q4_g64_fp16`` (symmetric, group a multiple of 64 or per channel), ``q5_g64_fp16`` (also with zero
   points: ``q - z`` is in −15..15), ``q8_g32_fp16`` (group a multiple of 32); INT8 → ``q8_g32_fp16`` when no
   code is −128 (the one check that reads the codes); every one needs FP16-exact scales;
@@ -120,13 +121,40 @@ def exact_targets(qw) -> dict[str, str]:
 
 
 def _fp8_row_label(qw) -> str | None:
+    """``bit-exact`` for BF16 scales; ``value-exact`` when every scale as the library applies it
+    (``applied_scales``: ModelOpt rounds it to the model dtype first) is a bfloat16 value; else None."""
     if qw.parts[qw.SCALES].dtype == "BF16":
         return "bit-exact"
-    if qw.kind == "MO_FP8" and qw.library_dtype == "bfloat16":
-        return "value-exact"  # ModelOpt rounds the scale to bfloat16 itself
-    if _fits(as_f32(distinct_scales(qw)), ml_dtypes.bfloat16):
+    if _fits(qw.applied_scales(distinct_scales(qw)), ml_dtypes.bfloat16):
         return "value-exact"
     return None
+
+
+def no_quantized_target(qw) -> str | None:
+    """Why ``qw`` has no quantized exact target — only float widenings (``bf16``, ``fp32``) — for the plan's
+    notes; None when it has one."""
+    if any(codecs.codec_traits(f).bits_per_weight < 16 for f in exact_targets(qw)):
+        return None
+    n, k = qw.shape
+    if qw.family == "nvfp4":
+        if n % 128 or k % 64:
+            return f"nvfp4 needs [N, K] with N % 128 == 0 and K % 64 == 0, not [{n}, {k}]"
+        d = qw.weight_divisor
+        if d is None or not (np.isfinite(np.float32(d)) and np.float32(d) > 0):
+            return f"nvfp4: its divisor {d!r} is not finite and positive"
+        return "nvfp4: a block scale is NaN or negative"
+    if qw.family == "fp8":
+        if qw.block[1] != k:
+            return f"its {qw.block[0]}x{qw.block[1]} scale blocks have no per-row form"
+        applied = qw.applied_scales(distinct_scales(qw))
+        bad = next(float(v) for v in applied if not _fits(np.float32(v), ml_dtypes.bfloat16))
+        how = f" (ModelOpt applies it rounded to {qw.library_dtype})" if qw.kind == "MO_FP8" else ""
+        return f"fp8_e4m3fn_row_bf16: scale {bad!r}{how} is not a bfloat16 value"
+    if not _fits(as_f32(distinct_scales(qw)), np.float16):
+        return "its scales are not all float16 values"
+    if (qw.group or k) % 32:
+        return f"its groups of {qw.group or k} columns are not whole 32- or 64-column groups"
+    return "a code is -128, which q8_g32_fp16 (-127..127) cannot hold"
 
 
 def _no_code(qw, code: int) -> bool:
@@ -150,21 +178,27 @@ def code_span(qw, fmt: str, r0: int, r1: int) -> tuple[object, int, int] | None:
     return t.file, t.file_offset + r0 * row, (r1 - r0) * row
 
 
-def transcode(qw, fmt: str, r0: int, r1: int, *, codes: bool = True) -> np.ndarray:
-    """Rows ``[r0, r1)`` of ``qw`` as one ``fmt`` object (uint8 array). ``codes=False`` (a target of
-    :data:`CODE_COPY`): the code plane is not filled (its bytes are unspecified), for a caller that copies it
-    from :func:`code_span`."""
+def transcode(qw, fmt: str, runs: list[tuple[int, int]], *, codes: bool = True) -> np.ndarray:
+    """The source rows of ``runs`` (``[(r0, r1), …]``, in that order: a row gather — one run for a plain row range)
+    as one ``fmt`` object (uint8 array). Each row's codes and scales belong to it alone, so rows move with them
+    exactly; nvfp4's block scales are gathered as rows and tiled (128×4) for the destination rows, which must be
+    whole 128-row tiles (the runs need not be). ``codes=False`` (a target of :data:`CODE_COPY`, one run): the
+    code plane is not filled (its bytes are unspecified), for a caller that copies it from :func:`code_span`."""
     targets = qw.exact_targets()
     if fmt not in targets:
         raise fail(f"tensor {qw.name!r}: {qw.kind} has no exact path into {fmt} (exact targets: "
                    f"{', '.join(targets) or 'none'})", "no_exact_transcode", SECTION, where=qw.name)
-    n, k = r1 - r0, qw.shape[1]
-    codes = codes or (qw.family, fmt) not in CODE_COPY
+    n, k = sum(r1 - r0 for r0, r1 in runs), qw.shape[1]
+    codes = codes or (qw.family, fmt) not in CODE_COPY or len(runs) != 1
     if fmt in ("fp32", "bf16"):
-        v = qw.dequantize(r0, r1)
+        v = _gather(qw.dequantize, runs)
         if fmt == "fp32":
             return np.ascontiguousarray(v, dtype="<f4").view(np.uint8).reshape(-1)
         return (v.view("<u4") >> np.uint32(16)).astype("<u2").view(np.uint8).reshape(-1)  # bfloat16 values: exact
+    if fmt == "nvfp4" and n % 128:
+        where = ", ".join(f"[{r0}, {r1})" for r0, r1 in runs[:4]) + (", …" if len(runs) > 4 else "")
+        raise fail(f"tensor {qw.name!r}: nvfp4 rows {where} are {n} rows, not whole 128-row tiles", "nvfp4_rows",
+                   "storage-layouts §3", where=qw.name)
     codec = codecs.FORMATS[fmt]
     geom = codec.geometry((n, k), 1)
     if codes:
@@ -174,70 +208,81 @@ def transcode(qw, fmt: str, r0: int, r1: int, *, codes: bool = True) -> np.ndarr
         buf[geom.planes[0].offset + geom.planes[0].size:] = 0
     views = codec.plane_views(geom, buf)
     if fmt == "nvfp4":
-        _nvfp4(qw, views, r0, r1, codes)
+        _nvfp4(qw, views, runs, codes)
     elif fmt == "fp8_e4m3fn_row_bf16":
-        _fp8_row(qw, views, r0, r1)
+        _fp8_row(qw, views, runs)
     else:
-        _row_split(qw, fmt, views, r0, r1)
+        _row_split(qw, fmt, views, runs)
     return buf
+
+
+def _gather(read, runs: list[tuple[int, int]]) -> np.ndarray:
+    """``read(r0, r1)`` of every run, stacked by rows (no copy for one run)."""
+    parts = [read(r0, r1) for r0, r1 in runs]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _source_row(runs: list[tuple[int, int]], i: int) -> int:
+    """The source row of gathered row ``i``."""
+    for r0, r1 in runs:
+        if i < r1 - r0:
+            return r0 + i
+        i -= r1 - r0
+    raise IndexError(i)
 
 
 def _where(qw, row: int, what: str) -> str:
     return f"tensor {qw.name!r}: row {row}, {what}"
 
 
-def _nvfp4(qw, views: dict, r0: int, r1: int, codes: bool = True) -> None:
+def _nvfp4(qw, views: dict, runs: list[tuple[int, int]], codes: bool = True) -> None:
     k = qw.shape[1]
-    if r0 % 128 or (r1 - r0) % 128:
-        raise fail(f"tensor {qw.name!r}: nvfp4 rows [{r0}, {r1}) are not whole 128-row tiles", "nvfp4_rows",
-                   "storage-layouts §3", where=qw.name)
     if codes:  # every byte is two valid E2M1 codes: nothing to check
-        views["codes"][...] = qw.codes(r0, r1)
-    s = np.ascontiguousarray(qw.block_scales(r0, r1))
+        views["codes"][...] = _gather(qw.codes, runs)
+    s = np.ascontiguousarray(_gather(qw.block_scales, runs))  # the rows' own scales, untiled, in gathered order
     if s.size and s.max() >= 0x7F:  # NaN (0x7F, 0xFF) or negative (bit 7): every byte from 0x7F up
         i, j = (int(x) for x in np.argwhere(s >= 0x7F)[0])
-        raise fail(_where(qw, r0 + i, f"block {j} (columns {16 * j}..{16 * j + 15}): block scale byte "
-                          f"{int(s[i, j]):#04x} is NaN or negative, which nvfp4 cannot hold"),
+        raise fail(_where(qw, _source_row(runs, i), f"block {j} (columns {16 * j}..{16 * j + 15}): block scale "
+                          f"byte {int(s[i, j]):#04x} is NaN or negative, which nvfp4 cannot hold"),
                    "unrepresentable_block", SECTION, where=qw.name)
     views["block_scales"][...] = swizzle(s, k)
     views["divisors"][...] = np.asarray([qw.weight_divisor], dtype="<f4").view(np.uint8).reshape(-1, 4)
 
 
-def _bf16_words(qw, s: np.ndarray, r0: int) -> np.ndarray:
+def _bf16_words(qw, s: np.ndarray, rows) -> np.ndarray:
     if qw.parts[qw.SCALES].dtype == "BF16":
         return np.ascontiguousarray(s).view("<u2")
-    f = np.asarray(s, dtype=np.float32)
+    f = qw.applied_scales(s)
     b = f.astype(ml_dtypes.bfloat16)
-    if not (qw.kind == "MO_FP8" and qw.library_dtype == "bfloat16"):
-        off = np.flatnonzero(b.astype(np.float32).reshape(-1) != f.reshape(-1))
-        if off.size:
-            i = int(off[0])
-            raise fail(_where(qw, r0 + i, f"scale {float(f.reshape(-1)[i])!r} is not a bfloat16 value"),
-                       "unrepresentable_block", SECTION, where=qw.name)
+    off = np.flatnonzero(b.astype(np.float32).reshape(-1) != f.reshape(-1))
+    if off.size:
+        i = int(off[0])
+        raise fail(_where(qw, rows(i), f"scale {float(f.reshape(-1)[i])!r} is not a bfloat16 value"),
+                   "unrepresentable_block", SECTION, where=qw.name)
     return b.view("<u2")
 
 
-def _fp8_row(qw, views: dict, r0: int, r1: int) -> None:
-    c = qw.codes(r0, r1)
+def _fp8_row(qw, views: dict, runs: list[tuple[int, int]]) -> None:
+    c = _gather(qw.codes, runs)
     nan = (c & 0x7F) == 0x7F
     if nan.any():
         i, j = (int(x) for x in np.argwhere(nan)[0])
-        raise fail(_where(qw, r0 + i, f"column {j}: code {int(c[i, j]):#04x} is NaN"), "invalid_code", SECTION,
-                   where=qw.name)
+        raise fail(_where(qw, _source_row(runs, i), f"column {j}: code {int(c[i, j]):#04x} is NaN"), "invalid_code",
+                   SECTION, where=qw.name)
     views["codes"][...] = c
-    words = _bf16_words(qw, qw.scale_grid(r0, r1)[:, 0], r0)
+    words = _bf16_words(qw, _gather(qw.scale_grid, runs)[:, 0], lambda i: _source_row(runs, i))
     views["scales"][...] = np.ascontiguousarray(words).view(np.uint8).reshape(-1, 2)
 
 
-def _row_split(qw, fmt: str, views: dict, r0: int, r1: int) -> None:
+def _row_split(qw, fmt: str, views: dict, runs: list[tuple[int, int]]) -> None:
     bits, tg, lo, hi = ROW_SPLIT[fmt]
-    n, k = r1 - r0, qw.shape[1]
+    n, k = sum(r1 - r0 for r0, r1 in runs), qw.shape[1]
     sg = qw.group or k
-    v = qw.values(r0, r1).reshape(n, k)
+    v = _gather(qw.values, runs).reshape(n, k)
     bad = (v < lo) | (v > hi)
     if bad.any():
         i, j = (int(x) for x in np.argwhere(bad)[0])
-        raise fail(_where(qw, r0 + i, f"column {j} (group {j // tg}): value {int(v[i, j])} is outside {fmt}'s "
+        raise fail(_where(qw, _source_row(runs, i), f"column {j} (group {j // tg}): value {int(v[i, j])} is outside {fmt}'s "
                           f"{lo}..{hi}"), "unrepresentable_block", SECTION, where=qw.name)
     kp = views["low"].shape[1] * 8 // (4 if bits != 8 else 8)
     p = np.zeros((n, kp), dtype=np.uint8)
@@ -248,11 +293,11 @@ def _row_split(qw, fmt: str, views: dict, r0: int, r1: int) -> None:
         pack(p, 4, out=views["low"])
         if bits == 5:
             pack(np.right_shift(p, 4) & 1, 1, out=views["high"])
-    s = np.asarray(qw.scales(r0, r1), dtype=np.float32)
+    s = np.asarray(_gather(qw.scales, runs), dtype=np.float32)
     s16 = s.astype(np.float16)
     if not np.array_equal(s16.astype(np.float32), s):
         i, j = (int(x) for x in np.argwhere(s16.astype(np.float32) != s)[0])
-        raise fail(_where(qw, r0 + i, f"group {j}: scale {float(s[i, j])!r} is not an fp16 value"),
+        raise fail(_where(qw, _source_row(runs, i), f"group {j}: scale {float(s[i, j])!r} is not an fp16 value"),
                    "unrepresentable_block", SECTION, where=qw.name)
     per = sg // tg
     scale = views["scale"].view("<f2")
@@ -282,7 +327,7 @@ def ulp_bound(qw, fmt: str) -> int:
         codes = np.arange(256, dtype=np.uint8)
         codes = codes[(codes & 0x7F) != 0x7F]
         q = E4M3[codes][None, :]
-        words = _bf16_words(qw, u, 0).reshape(-1, 1)
+        words = _bf16_words(qw, u, lambda i: i).reshape(-1, 1)
         v3 = np.multiply(q, (words.astype(np.uint32) << 16).view(np.float32), dtype=np.float32)
         return ulp_distance(v3, qw.rule(np.broadcast_to(q, v3.shape), np.broadcast_to(u, v3.shape)), qw.library_dtype)
     bits, _, lo, hi = ROW_SPLIT[fmt]
@@ -300,5 +345,5 @@ def _nvfp4_ulp(qw, u: np.ndarray) -> int:
     return ulp_distance(v3, qw.rule(c, s), qw.library_dtype)
 
 
-__all__ = ["CODE_COPY", "ROW_SPLIT", "code_span", "distinct_scales", "exact_targets", "scale_byte_range", "transcode",
-           "ulp_bound"]
+__all__ = ["CODE_COPY", "ROW_SPLIT", "code_span", "distinct_scales", "exact_targets", "no_quantized_target",
+           "scale_byte_range", "transcode", "ulp_bound"]

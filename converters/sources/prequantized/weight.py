@@ -8,6 +8,7 @@ contract): ``kind``, logical ``shape`` ``(N, K)``, ``group``, ``symmetric``, ``w
   intermediate dtype) for rows ``[r0, r1)``, reading only those rows' components;
 - ``exact_targets()``: v3 formats the values convert to without requantizing, with their label;
 - ``transcode(fmt, r0, r1)``: the encoded bytes of rows ``[r0, r1)`` as one object of ``fmt`` (``divisors=1``);
+  ``gather(fmt, runs)``: the same for several row runs in order (a mapping's row split or permutation);
 - ``code_span(fmt, r0, r1)``: where the source holds those rows' code plane unchanged (NVFP4 into nvfp4), if it does;
 - ``max_ulp(fmt)``: the bound of docs/prequantized.md §Ulp distance between ``fmt``'s decode rule and the
   library rule, over every (code, scale) pair the tensor's scales admit.
@@ -101,13 +102,23 @@ class QuantizedWeight:
             self._targets = targets.exact_targets(self)
         return dict(self._targets)
 
+    def no_quantized_target(self) -> str | None:
+        """Why no quantized format (only ``bf16`` / ``fp32``) holds this weight exactly, or None when one does."""
+        return targets.no_quantized_target(self)
+
     def transcode(self, fmt: str, r0: int, r1: int, *, codes: bool = True) -> np.ndarray:
         """Rows ``[r0, r1)`` as one ``fmt`` object ``(r1 - r0, K)``, ``divisors = 1``, in
         ``codecs.FORMATS[fmt].layout``: a uint8 array. EncodingError names the tensor, row and block of
         anything ``fmt`` cannot represent (never a silent clamp). ``codes=False``: where :meth:`code_span`
         names the code plane's bytes, it is not filled (the caller copies it from there)."""
-        r0, r1 = self._rows(r0, r1)
-        return targets.transcode(self, fmt, r0, r1, codes=codes)
+        return targets.transcode(self, fmt, [self._rows(r0, r1)], codes=codes)
+
+    def gather(self, fmt: str, runs: list[tuple[int, int]]) -> np.ndarray:
+        """The rows of ``runs`` (``[(r0, r1), …]``, in order) as one ``fmt`` object: each row's codes and scales
+        moved with it (nvfp4's block scales re-tiled for the destination rows, which must be whole 128-row
+        tiles; the runs need not be) — a mapping's row split or permutation kept exactly
+        (docs/prequantized.md §Row gathers)."""
+        return targets.transcode(self, fmt, [self._rows(r0, r1) for r0, r1 in runs])
 
     def code_span(self, fmt: str, r0: int, r1: int) -> tuple[Any, int, int] | None:
         """``(file, offset, length)`` of the source bytes that are rows ``[r0, r1)`` of ``fmt``'s code plane byte
