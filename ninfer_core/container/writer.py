@@ -292,7 +292,8 @@ class ArtifactWriter:
         of it must have been written exactly once across them. A share that fails leaves the object failed:
         the artifact can only be aborted."""
         if self._plan is None:
-            self.plan()
+            with self._lock:  # threads that all write first plan once: one set of temporaries, never several
+                self.plan()
         rec = self._records.get(object_id)
         if rec is None:
             raise WriterError(f"object {object_id!r} was not declared", file=str(self.path), section="§11.4",
