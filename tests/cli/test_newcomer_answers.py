@@ -12,8 +12,8 @@ import tomllib
 import pytest
 
 from converters import ROOT
-from converters.cli import main
 from converters.mapping.llamacpp_names import FILE_TYPES, TENSOR_TYPES
+from tests.support.cli import run
 from tinymodels import qwen35
 
 jsonschema = pytest.importorskip("jsonschema", reason="the test extra installs jsonschema")
@@ -24,12 +24,6 @@ def gguf(tmp_path_factory):
     path = tmp_path_factory.mktemp("newcomer") / "m.gguf"
     qwen35.write_gguf(path, qwen35.config(), matrix_type="Q8_0")
     return path
-
-
-def run(capsys, *argv) -> tuple[int, str, str]:
-    rc = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return rc, out.out, out.err
 
 
 def schema(name: str) -> dict:
