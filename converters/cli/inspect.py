@@ -187,7 +187,7 @@ def inspect_cmd(
     evidence_output: Path | None = typer.Option(None, "--evidence-output", "--evidence_output", help="Also "
                                                 "write the full Evidence record to this new file, as a "
                                                 "bundle ({\"records\": [...]}, docs/inspect.md §Bundles)."),
-    import_bundle: Path | None = typer.Option(None, "--import-bundle", help="Authenticate and index an "
+    import_bundle: Path | None = typer.Option(None, "--import-bundle", help="Check the integrity digests of and index an "
                                               "Evidence bundle, then page it with --view (a selection, or a "
                                               "query object {\"source\": ..., \"view\": ...})."),
     view: str | None = typer.Option(None, "--view", help="JSON selection, e.g. "

@@ -52,7 +52,7 @@ class EvidenceStore:
         return [r["evidence_id"] for r in records]
 
     def import_bundle(self, value, *, file: str | None = None) -> list[str]:
-        """Authenticate every record of a bundle, then index them all (nothing is indexed on a rejection)."""
+        """Check every record of a bundle against its integrity digest, then index them all (nothing is indexed on a rejection)."""
         return self.retain_all(verify_bundle(value, file=file))
 
     def get(self, evidence_id) -> dict:
