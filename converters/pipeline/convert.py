@@ -38,7 +38,7 @@ from converters import __version__
 from converters.errors import ConversionError
 from converters.mapping.recipes import Recipe, load_recipe
 from converters.model.engine import Model, open_model
-from converters.pipeline.exactness import counts, predict
+from converters.pipeline.exactness import FLOAT_SOURCES, counts, predict
 from converters.pipeline.expert_bank import bank_shares
 from converters.pipeline.importance import plan_importance
 from converters.pipeline.plan import make_plan
@@ -62,8 +62,6 @@ from ninfer_core.errors import ArtifactExistsError
 log = logging.getLogger(__name__)
 
 DEFAULT_RECIPE = "groupwise-int"
-#: source storage types that are plain floats: requantizing anything else is requantizing a quantized source
-FLOAT_SOURCE_TYPES = frozenset({"F64", "F32", "F16", "BF16"})
 #: the command that converts each source kind (``expect_kind``).
 CONVERT_COMMAND = {"gguf": "gguf2ninfer", "hf": "st2ninfer"}
 #: an expert bank at least this large is written by several workers at once, in shares of experts
@@ -167,7 +165,7 @@ class Result:
     def requantized_quantized(self, rows: list[dict]) -> dict | None:
         """The requantized objects whose source is already quantized (docs/recipes.md §Requantizing a quantized
         source): their count, the source types and the worst measured cosine (``None`` before writing)."""
-        types = {o.id: {p.source_type for p in o.pieces} - FLOAT_SOURCE_TYPES for o in self.objects
+        types = {o.id: {p.source_type for p in o.pieces} - FLOAT_SOURCES for o in self.objects
                  if isinstance(o, PlannedTensor)}
         hit = [r["id"] for r in rows if r["origin"] == "produced" and r["exactness"] == "requantized" and types.get(r["id"])]
         if not hit:
