@@ -170,6 +170,30 @@ class Source:
         self.close()
 
 
+class ShardedSource(Source):
+    """A model read from several files, each opened as its own source in ``shards`` (file name → source): an
+    HF checkpoint directory, a gguf-split set. A tensor is read from the shard that holds it
+    (``SourceTensor.file``); identity, the unchanged-check and closing cover every shard and ``side_files``
+    (small files read whole: name → ``{sha256, size}``)."""
+
+    shards: dict
+    side_files: dict[str, dict] | None = None
+
+    def identity(self) -> dict:
+        return file_set_identity(self.path, {n: s.identity() for n, s in self.shards.items()}, self.side_files)
+
+    def verify_unchanged(self) -> None:
+        for shard in self.shards.values():
+            shard.verify_unchanged()
+
+    def _map_for(self, t: SourceTensor) -> FileMap:
+        return self.shards[t.file.name]._map
+
+    def close(self) -> None:
+        for s in self.shards.values():
+            s.close()
+
+
 def file_identity(f: OpenFile, header_sha256: str, header_length: int) -> dict:
     """The provenance identity of one open source file."""
     import datetime

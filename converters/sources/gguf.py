@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from converters.errors import SourceFormatError
-from converters.sources.base import FileMap, Source, SourceTensor, file_identity, file_set_identity
+from converters.sources.base import FileMap, ShardedSource, Source, SourceTensor, file_identity
 from converters.sources.fileio import OpenFile
 from converters.sources.gguf_header import GGUFHeader, MetaEntry, TensorInfo, parse_gguf
 from converters.sources.gguf_split import Split, read_set
@@ -150,7 +150,7 @@ class GGUFSource(Source):
         self._file.close()
 
 
-class GGUFSplitSource(Source):
+class GGUFSplitSource(ShardedSource):
     """A gguf-split shard set read as one model (:mod:`converters.sources.gguf_split`, docs/inspect.md §Split
     GGUF files): ``path`` and ``metadata`` are the first shard's, ``tensors`` every shard's in shard order
     (``index`` their position in the set), each read from its own shard (``SourceTensor.file``)."""
@@ -170,22 +170,8 @@ class GGUFSplitSource(Source):
     def metadata(self) -> GGUFMetadata:
         return self.shards[self.path.name].metadata
 
-    def identity(self) -> dict:
-        return file_set_identity(self.path, {n: s.identity() for n, s in self.shards.items()})
-
-    def verify_unchanged(self) -> None:
-        for shard in self.shards.values():
-            shard.verify_unchanged()
-
-    def _map_for(self, t: SourceTensor) -> FileMap:
-        return self.shards[t.file.name]._map
-
     def _big_endian(self, t: SourceTensor) -> bool:
         return self.shards[t.file.name]._big_endian(t)
-
-    def close(self) -> None:
-        for s in self.shards.values():
-            s.close()
 
 
 def open_gguf(path, *, assume_modern_layouts: bool = True,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from converters.errors import SourceError, SourceFormatError
 from converters.sources import strict_json
-from converters.sources.base import FileMap, Source, SourceTensor, file_set_identity
+from converters.sources.base import ShardedSource
 from converters.sources.fileio import OpenFile, lexists
 from converters.sources.limits import HEADER_CAP
 from converters.sources.safetensors import SafetensorsSource
@@ -63,7 +63,7 @@ def _plain_name(name) -> bool:
             and not any(c in name for c in ("/", "\\", "\x00")))
 
 
-class HFCheckpoint(Source):
+class HFCheckpoint(ShardedSource):
     kind = "hf"
 
     def __init__(self, path, *, require_config: bool = True) -> None:
@@ -181,19 +181,6 @@ class HFCheckpoint(Source):
     def tensor_bytes(self) -> int:
         return sum(t.byte_length for s in self.shards.values() for t in s.tensors.values())
 
-    def verify_unchanged(self) -> None:
-        for shard in self.shards.values():
-            shard.verify_unchanged()
-
-    def identity(self) -> dict:
-        return file_set_identity(self.path, {n: s.identity() for n, s in self.shards.items()}, self.side_files)
-
-    def _map_for(self, t: SourceTensor) -> FileMap:
-        return self.shards[t.file.name]._map
-
-    def close(self) -> None:
-        for s in self.shards.values():
-            s.close()
 
 
 def open_hf_dir(path, *, require_config: bool = True) -> HFCheckpoint:
