@@ -250,12 +250,9 @@ def gate_progress(disable: bool = False) -> GateBars:
 
 def _print_version(ctx, value: bool) -> None:
     if value:
-        from converters import __version__
+        from converters.cli.version import show
 
-        if "--json" in ((ctx.obj or {}).get("argv") or ()):  # ``convert --version --json``: as ``convert version --json``
-            emit_json({"name": "ninfer-convert", "version": __version__}, schema="ninfer-version/v1")
-        else:
-            console.print(f"ninfer-convert {__version__}", highlight=False)
+        show("--json" in ((ctx.obj or {}).get("argv") or ()))  # ``convert --version --json``: as ``version --json``
         raise typer.Exit()
 
 

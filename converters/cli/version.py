@@ -11,7 +11,12 @@ from converters.cli.output import command, console, emit_json
 @command("version")
 def version(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Print the converter version."""
+    show(json_out)
+
+
+def show(json_out: bool) -> None:
+    """The version, as ``convert version`` and ``convert --version`` print it (``ninfer-version/v1``)."""
     if json_out:
-        emit_json({"name": "ninfer-convert", "version": __version__})
+        emit_json({"name": "ninfer-convert", "version": __version__}, schema="ninfer-version/v1")
     else:
-        console.print(f"ninfer-convert {__version__}")
+        console.print(f"ninfer-convert {__version__}", highlight=False)
