@@ -25,10 +25,10 @@ from urllib.parse import unquote, urlsplit
 
 from converters.errors import SourceError
 from converters.inspect.rejections import InspectionRejected, invalid_input
+from converters.sources.fileio import NAME_MAX, PATH_MAX
 
-#: the longest path argument, in bytes (Linux ``PATH_MAX``), and the longest component (``NAME_MAX``)
-MAX_PATH_BYTES = 4096
-MAX_NAME_BYTES = 255
+#: the longest path argument, in bytes, and the longest component: the Linux limits the readers name too
+MAX_PATH_BYTES, MAX_NAME_BYTES = PATH_MAX, NAME_MAX
 _CODE_SUFFIXES = tuple(importlib.machinery.all_suffixes())
 _GUARDED_EVENTS = {"open", "os.listdir", "os.scandir"}
 #: the allowed root sets of the reading in progress (``None``: no confinement)
