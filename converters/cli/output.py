@@ -250,10 +250,18 @@ def gate_progress(disable: bool = False) -> GateBars:
 
 def _print_version(ctx, value: bool) -> None:
     if value:
-        from converters.cli.version import show
-
-        show("--json" in ((ctx.obj or {}).get("argv") or ()))  # ``convert --version --json``: as ``version --json``
+        show_version("--json" in ((ctx.obj or {}).get("argv") or ()))  # ``--version --json``: as ``version --json``
         raise typer.Exit()
+
+
+def show_version(json_out: bool) -> None:
+    """The version, as ``convert version`` and ``convert --version`` print it (``ninfer-version/v1``)."""
+    from converters import __version__
+
+    if json_out:
+        emit_json({"name": "ninfer-convert", "version": __version__}, schema="ninfer-version/v1")
+    else:
+        console.print(f"ninfer-convert {__version__}", highlight=False)
 
 
 @app.callback()
