@@ -439,12 +439,14 @@ class _Parameters:
 
 def forward(config: Mapping, params: Mapping[str, np.ndarray], tokens: Sequence[int],
             *, dtype: type = np.float64, layers: Sequence[int] | None = None,
-            progress: Callable[[int], None] | None = None) -> np.ndarray:
+            progress: Callable[[int], None] | None = None,
+            observe: Callable[[int, np.ndarray], None] | None = None) -> np.ndarray:
     """Logits ``[len(tokens), vocab_size]`` of the text model at positions ``0..T-1``.
 
     ``layers``: run only these decoder layers, in this order (a truncated forward, docs/acceptance.md §Golden
     at scale: the embedding, the listed layers, the final norm and the head); default every layer.
-    ``progress(n)`` is called after each layer and after the head with the number of steps done."""
+    ``progress(n)`` is called after each layer and after the head with the number of steps done;
+    ``observe(layer, h)`` after each layer with its output hidden states ``[T, H]``."""
     spec = TextSpec.from_config(config)
     run = range(len(spec.layer_types)) if layers is None else list(layers)
     if any(not 0 <= n < len(spec.layer_types) for n in run):
@@ -470,6 +472,8 @@ def forward(config: Mapping, params: Mapping[str, np.ndarray], tokens: Sequence[
             h = h + sparse_moe(x, p, pre + "moe/", spec.moe)
         else:
             h = h + swiglu_mlp(x, *_getters(p, pre + "mlp/"))
+        if observe is not None:
+            observe(layer, h)
         if progress is not None:
             progress(done)
     h = rms_norm(h, p("text/final_norm"), eps, zero_centred=zc)

@@ -23,12 +23,20 @@ def recipes(json_out: bool = typer.Option(False, "--json", help="Machine-readabl
     if json_out:
         emit_json({"recipes": rows})
         return
-    console.print(table("recipes (--recipe NAME, or a recipe file: docs/recipes.md)", ["recipe", "what it stores"],
-                        [[r["name"], r["description"]] for r in rows]))
+    console.print(table("recipes (--recipe NAME, or a recipe file: docs/recipes.md)",
+                        ["recipe", "what it stores", "golden budget"],
+                        [[r["name"], r["description"], _budget(r["golden_budget"])] for r in rows]))
     for r in rows:
         cells = [[p, f] for p, f in r["roles"].items()]
         cells += [[f"group {k}", f"{g['format']} ({' + '.join(g['members'])})"] for k, g in r["groups"].items()]
         console.print(table(f"{r['name']} ({r['file']})", ["role", "format"], cells))
+
+
+def _budget(budget: dict | None) -> str:
+    """The recipe's gate 7 cost budget (docs/acceptance.md §Golden: two questions)."""
+    if budget is None:
+        return "precision class default"
+    return f"cosine {budget['cosine']:.9g}, top-1 {budget['top1_agreement']:.9g}"
 
 
 @command("formats")

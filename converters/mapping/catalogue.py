@@ -19,7 +19,7 @@ def recipe_rows() -> list[dict]:
         r = load_recipe(name)
         out.append({"name": r.name, "description": " ".join(r.description.split()), "file": f"recipes/{name}.yaml",
                     "encoder": r.encoder, "activation_policy": r.activation_policy,
-                    "exact_transcoding": r.exact_transcoding,
+                    "exact_transcoding": r.exact_transcoding, "golden_budget": r.budget_json(),
                     "roles": {s.pattern: (f"same_as {s.same_as}" if s.same_as else s.format) for s in r.roles},
                     "groups": {g.key: {"members": list(g.members), "format": g.format} for g in r.groups}})
     return out

@@ -110,6 +110,28 @@ class Chain:
             block = x.astype(np.float32)
         return block
 
+    def source_order(self, x: np.ndarray, *, whole: bool = True) -> np.ndarray:
+        """The chain undone on the output ``x`` (``[rows, n_columns]``, float): the parameter as the source
+        stores it — value steps inverted in reverse order (float64), columns back in source order and, for the
+        ``whole`` output, rows sorted by the source row each came from (a selected part of a fused tensor keeps
+        its rows; only a reordering inside the part is undone). A block of rows (not ``whole``) keeps its rows,
+        and needs a chain that does not reorder them. docs/acceptance.md §Golden: two questions."""
+        x = np.asarray(x).reshape(-1, self.n_columns)
+        if not whole and self.rows is not None and not isinstance(self.rows, RowRun):
+            raise ValueError(f"rows reordered by {self.steps}: undo them on the whole output")
+        if self.values:
+            y = np.asarray(x, dtype=np.float64)
+            for v in reversed(self.values):
+                y = v.inverse(y)
+            x = y.astype(np.float32)
+        if self.columns is not None:
+            x = x[:, np.argsort(self.columns, kind="stable")]
+        if whole and self.rows is not None and not isinstance(self.rows, RowRun):
+            order = np.argsort(np.asarray(self.rows), kind="stable")
+            if np.any(order != np.arange(len(order))):
+                x = x[order]
+        return x
+
     def describe(self) -> list[str]:
         return list(self.steps)
 

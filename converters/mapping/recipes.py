@@ -38,6 +38,10 @@ storage choice; it never names tensors. Fields:
                      §Prequantized sources); ``prequantized_fallback`` the format of a kept tensor
                      whose only exact forms are float widenings (block FP8, per-channel INT8): one
                      format, or source kind (``CT_INT8`` …; ``*`` the default) → format.
+``golden_budget``    ``{cosine, top1_agreement}``: how far the artifact's golden-forward logits may lie from the
+                     source's — gate 7's cost question (docs/acceptance.md §Golden: two questions); recorded
+                     in provenance; without it (or with ``--tensor-type`` overrides) the precision class's
+                     default applies.
 ``groups``           group key (the object id under the members' common scope, e.g.
                      ``attention/query_key`` → ``text/layers/3/attention/query_key``) → ``members``
                      (roles, stacked by rows in this order; repeated parameters of one role, such as
@@ -145,6 +149,7 @@ class Recipe:
     overrides: tuple = ()  # converters.mapping.overrides.FormatOverride, from the command line (docs/recipes.md §Overrides)
     prequantized: str = "requantize"  # or "keep" (docs/recipes.md §Prequantized sources)
     prequantized_fallback: tuple[tuple[str, str], ...] = ()  # (source kind or "*", format): no quantized exact form
+    golden_budget: tuple[float, float] | None = None  # (cosine, top-1): gate 7's cost budget (docs/recipes.md §Top level)
 
     def fallback_for(self, kind: str) -> str | None:
         """The ``prequantized_fallback`` format for a source ``kind`` (its own entry, else ``*``), or None."""
@@ -180,6 +185,12 @@ class Recipe:
                               json_path="roles", rule="role_unresolved")
         return best
 
+    def budget_json(self) -> dict | None:
+        """``{"cosine", "top1_agreement"}`` of :attr:`golden_budget`, or None when the recipe states none."""
+        if self.golden_budget is None:
+            return None
+        return {"cosine": self.golden_budget[0], "top1_agreement": self.golden_budget[1]}
+
     def to_json(self) -> dict:
         """What provenance records: name, file hash, and the resolved table."""
         return {"name": self.name, "sha256": self.sha256, "file": Path(self.file).name,
@@ -189,6 +200,7 @@ class Recipe:
                 "groups": {g.key: g.to_json() for g in self.groups},
                 **({"prequantized": self.prequantized, "prequantized_fallback": dict(self.prequantized_fallback)}
                    if self.prequantized != "requantize" else {}),
+                **({"golden_budget": self.budget_json()} if self.golden_budget else {}),
                 **({"overrides": [o.to_json() for o in self.overrides]} if self.overrides else {})}
 
 
@@ -282,7 +294,7 @@ def _load(path: str, sha256: str, known_roles: frozenset[str] | None) -> Recipe:
 class _Validator:
     TOP = {"name": True, "description": True, "roles": True, "encoder": False, "activation_policy": False,
            "exact_transcoding": False, "hadamard_seed": False, "groups": False, "prequantized": False,
-           "prequantized_fallback": False}
+           "prequantized_fallback": False, "golden_budget": False}
     ROLE = {"format": True, "encoder": False, "fallback": False, "activation_policy": False, "hadamard": False,
             "activation_input_divisor": False, "when_inexact": False, "same_as": False}
     GROUP = {"members": True, "format": True, "encoder": False, "fallback": False, "divisors": False,
@@ -354,7 +366,23 @@ class _Validator:
                                    "prequantized")
         fallback = self.prequantized_fallback(top.get("prequantized_fallback"), prequantized)
         return Recipe(name, desc.strip(), self.doc.file, self.sha256, encoder, policy, exact_tc, seed, roles, groups,
-                      prequantized=prequantized, prequantized_fallback=fallback)
+                      prequantized=prequantized, prequantized_fallback=fallback,
+                      golden_budget=self.golden_budget(top.get("golden_budget")))
+
+    def golden_budget(self, value) -> tuple[float, float] | None:
+        """``{cosine: c, top1_agreement: t}`` with ``0 < c <= 1`` and ``0 <= t <= 1`` (docs/recipes.md §Top level)."""
+        if value is None:
+            return None
+        path = ("golden_budget",)
+        spec = self.fields(value, path, {"cosine": True, "top1_agreement": True}, "golden_budget")
+        out = []
+        for key, low_open in (("cosine", True), ("top1_agreement", False)):
+            v = spec[key]
+            if isinstance(v, bool) or not isinstance(v, int | float) or not (0 < v <= 1 if low_open else 0 <= v <= 1):
+                raise self.fail((*path, key), f"golden_budget.{key} must be a number in "
+                                f"{'(0, 1]' if low_open else '[0, 1]'}, got {v!r}", rule="golden_budget")
+            out.append(float(v))
+        return out[0], out[1]
 
     def prequantized_fallback(self, value, prequantized: str) -> tuple[tuple[str, str], ...]:
         """A format, or ``{source kind | "*": format}`` (docs/recipes.md §Top level)."""

@@ -38,6 +38,7 @@ class Transform:
     params: tuple[str, ...]
     fn: Callable[..., np.ndarray]
     doc: str
+    inverse: Callable[[np.ndarray], np.ndarray] | None = None  # a ``values`` transform's undo (float64)
 
     def __call__(self, x: np.ndarray, **args: int) -> np.ndarray:
         return self.fn(x, **args)
@@ -46,16 +47,20 @@ class Transform:
 REGISTRY: dict[str, Transform] = {}
 
 
-def transform(kind: str, *params: str) -> Callable:
-    """Register ``fn`` under its own name as a ``kind`` transform taking integer ``params``."""
+def transform(kind: str, *params: str, inverse: Callable[[np.ndarray], np.ndarray] | None = None) -> Callable:
+    """Register ``fn`` under its own name as a ``kind`` transform taking integer ``params``; a ``values``
+    transform states its ``inverse`` (what the source stored, from the logical values: gate 7's structure
+    question, docs/acceptance.md §Golden: two questions)."""
     if kind not in KINDS:
         raise ValueError(f"unknown transform kind {kind!r}")
+    if (kind == "values") != (inverse is not None):
+        raise ValueError("a values transform, and only one, states its inverse")
 
     def register(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
         if fn.__name__ in REGISTRY:
             raise ValueError(f"transform {fn.__name__!r} registered twice")
         doc = (fn.__doc__ or "").strip().splitlines()[0]
-        REGISTRY[fn.__name__] = Transform(fn.__name__, kind, params, fn, doc)
+        REGISTRY[fn.__name__] = Transform(fn.__name__, kind, params, fn, doc, inverse)
         return fn
 
     return register
@@ -160,13 +165,21 @@ def v_head_columns_tiled_to_grouped(x: np.ndarray, *, num_k_heads: int, num_v_he
 # --- values -----------------------------------------------------------------------------------
 
 
-@transform("values")
+def _shift_norm(w: np.ndarray) -> np.ndarray:
+    return np.asarray(w, dtype=np.float64) + 1.0
+
+
+def _ssm_a_from_a_log(a_log: np.ndarray) -> np.ndarray:
+    return -np.exp(np.asarray(a_log, dtype=np.float64))
+
+
+@transform("values", inverse=_shift_norm)
 def unshift_norm(x: np.ndarray) -> np.ndarray:
     """``w = g - 1``: undo llama.cpp's ``+1`` on zero-centred Qwen3.5 RMSNorm weights (float64)."""
     return np.asarray(x, dtype=np.float64) - 1.0
 
 
-@transform("values")
+@transform("values", inverse=_ssm_a_from_a_log)
 def a_log_from_ssm_a(x: np.ndarray) -> np.ndarray:
     """``A_log = log(-ssm_a)`` in float64 (llama.cpp wrote ``ssm_a = -exp(A_log)``); needs ``ssm_a < 0``."""
     x = np.asarray(x, dtype=np.float64)

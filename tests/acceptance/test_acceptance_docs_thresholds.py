@@ -34,11 +34,26 @@ def test_format_tolerances_equal_the_code():
 
 
 def test_golden_classes_equal_the_code():
-    rows = section_rows("Golden")
+    (structure, *rows) = [r for r in section_rows("Golden") if r[0] != "class"]  # two tables: structure, cost
+    assert structure[0] == "structure"
+    assert float(structure[1]) == numerics.STRUCTURE.cosine and float(structure[2]) == numerics.STRUCTURE.top1
     assert [r[0] for r in rows] == list(numerics.ORDER)
     for name, cosine, top1, _why in rows:
         assert math.isclose(float(cosine), numerics.CLASSES[name].cosine, rel_tol=0, abs_tol=1e-12), name
         assert float(top1) == numerics.CLASSES[name].top1, name
+
+
+def test_golden_recipe_budgets_equal_the_recipes():
+    from converters.mapping.recipes import list_recipes, load_recipe
+
+    text = PAGE.read_text(encoding="utf-8").split("The shipped recipes' budgets:", 1)[1].split("\n\n", 1)[0]
+    text = " ".join(text.split())
+    for name in list_recipes():
+        budget = load_recipe(name).golden_budget
+        if budget is None:
+            assert f"`{name}`" in text.split("state none")[0].rsplit(";", 1)[-1], name
+        else:
+            assert re.search(rf"`{re.escape(name)}`[^;]*? {budget[0]:.9g} / {budget[1]:g}", text), name
 
 
 def test_golden_format_classes_equal_the_code():

@@ -20,7 +20,7 @@ from tinymodels import qwen35
 def arts(tmp_path_factory):
     d = tmp_path_factory.mktemp("scale")
     src = write_sources(d)
-    clean = converted(src["q35_gguf"], d / "bf16.ninfer", "bf16")
+    clean = converted(src["q35_gguf"], d / "exact.ninfer", "exact")  # the cost budget of exactness sees any swap
     bad = rewrite(clean, d / "swap.ninfer", edit={"text/layers/3/attention/query": lambda x: swap_blocks(x, 0, 1, HEAD_DIM)})
     return src["q35_gguf"], clean, bad
 

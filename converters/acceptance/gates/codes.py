@@ -101,7 +101,8 @@ SPECS: tuple[GateCode, ...] = (
     GateCode("VERIFY_RESOURCE_MISSING", E, None, 6, "A resource the source provides is not in the artifact."),
     GateCode("VERIFY_BORROWED_MISMATCH", E, None, 4, "An object provenance calls borrowed from a template differs from the template's object (or its recorded sha256); gates 4 (tensors) and 6 (resources)."),
     GateCode("VERIFY_BORROWED_UNCHECKED", E, None, 4, "An object borrowed from a template could not be compared: no sha256 recorded and the template cannot be opened (pass --template)."),
-    GateCode("VERIFY_GOLDEN_LOGITS", E, None, 7, "Golden forward logits of the artifact disagree with the source's beyond the precision class's thresholds."),
+    GateCode("VERIFY_GOLDEN_LOGITS", E, None, 7, "Cost: the artifact's golden forward logits differ from the source's beyond the recipe's budget (or its precision class's default)."),
+    GateCode("VERIFY_GOLDEN_STRUCTURE", E, None, 7, "Structure: the source's forward, under its own config and conventions, on the artifact's values read back, is another function than the artifact's forward."),
     GateCode("VERIFY_GOLDEN_UNAVAILABLE", INFO, None, 7, "The golden forward does not cover this architecture or component; not run."),
     # check only: the conversion's self-test before writing (checks 1-3)
     GateCode("CHECK_GEOMETRY_MISMATCH", E, None, None, "check 1: a group's payload bytes are not what the storage layout's arithmetic gives (docs/format/layouts.md).", check_gate=1),

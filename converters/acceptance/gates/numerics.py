@@ -1,34 +1,21 @@
-"""``verify`` gate 7, golden numerics: the numpy reference forward (:mod:`converters.acceptance.golden`) over a few tokens,
-once on the source's weights (after the mapped transforms) and once on the artifact's decoded bindings,
-each with its own text config; logits compared by top-1 agreement, cosine and max absolute error.
+"""``verify`` gate 7, golden numerics: the numpy reference forward (:mod:`converters.acceptance.golden`) over a few
+tokens, asked two questions (docs/acceptance.md §Golden: two questions; thresholds: docs/thresholds.md §Golden):
+
+- *structure* — the artifact's forward (its decoded bindings, its config) against the source's forward under
+  the source's config and storage conventions on the same values read back (:mod:`converters.acceptance.storage`):
+  the same function to float rounding (:data:`STRUCTURE`), whatever the format. Checked while the artifact's
+  forward reads each parameter; the source's forward runs again only when a value reads back otherwise or the
+  configs differ.
+- *cost* — the source's forward (its values through the mapping) against the artifact's: logits and per-layer
+  hidden states, judged against the recipe's ``golden_budget`` or the precision class's default (:data:`CLASSES`;
+  the class is the coarsest format among the objects bound to the text parameters, exact objects not counting,
+  an object kept from a prequantized source within its library's rounding counting as 16-bit).
 
 The forward runs in float32 with the project's own decoders, through every layer up to
 :data:`FULL_FORWARD_ELEMENTS` text parameters (or with ``--sweep``), else through the stated subset of
-:func:`golden_layers` (docs/acceptance.md §Golden at scale). Parameters are materialised one at a time (:class:`~converters.acceptance.gates.decode.LazyParameters`), the embedding
-and head only for the rows the tokens and head blocks need, so memory stays near one layer's weights.
-
-Thresholds depend on the artifact's precision class — the coarsest format among the objects bound to the
-text parameters, exact objects not counting (but an object kept from a prequantized source whose library
-rounds to bf16 or is within ``max_ulp`` counts as 16-bit, docs/acceptance.md §Prequantized sources); a format's class follows from its codec's tolerance class
-(:data:`TOLERANCE_CLASS_PRECISION`; docs/thresholds.md §Golden):
-
-=================  ==========  =====  ======================================================================
-class              min cosine  top-1  measured on the tiny Qwen3.5 (these 16 tokens; random weights amplify
-                                      quantization noise far beyond a real checkpoint's)
-=================  ==========  =====  ======================================================================
-exact              1 - 1e-9    1.0    bit/value-exact artifacts reproduce the source's logits exactly
-16-bit (bf16)      0.9995      0.75   bf16 of a Q8_0 source: 0.99992 / 1.0; one swapped query head: 0.9970
-8-bit (q8, fp8)    0.95        0.5    fp8-row: 0.9815-0.9828 / 0.69-0.75 (golden author: Q8_0 vs float 0.9993)
-6-bit, 5-bit       0.85        0.25   between the 8-bit and 4-bit classes
-4-bit and below    0.75        0.25   groupwise-int (q4): 0.846-0.848 / 0.5-0.56; nvfp4: 0.868-0.873 / 0.5-0.63
-=================  ==========  =====  ======================================================================
-
-On tiny random models the low classes are a coarse net (a swapped head moves the logits less than q4 noise
-does); the order probes of gate 5 are the sharp check there. Real checkpoints sit far above these floors.
-Mixture-of-experts models route each token through its top-k experts (:func:`converters.acceptance.golden.sparse_moe`);
-on the tiny Qwen3-MoE / Qwen3.5-MoE / Qwen3-Next (Q8_0 GGUFs) bf16 gives 0.99997-0.99999 / 1.0 and
-groupwise-int 0.918-0.988 / 0.31-0.69 (q4 noise flips near-tied routing), while two routed experts swapped
-in one layer give 0.961-0.971: caught in the exact and 16-bit classes, left to gate 5 in the 4-bit class.
+:func:`golden_layers` (docs/acceptance.md §Golden at scale). Parameters are materialised one at a time
+(:class:`~converters.acceptance.gates.decode.LazyParameters`), the embedding and head only for the rows the
+tokens and head blocks need, so memory stays near one layer's weights; the two forwards run on two threads.
 """
 
 from __future__ import annotations
@@ -36,7 +23,7 @@ from __future__ import annotations
 import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -44,9 +31,11 @@ from converters.acceptance.gates.codes import finding
 from converters.acceptance.gates.decode import ArtifactRows, LazyParameters, SourceRows
 from converters.acceptance.gates.library_rule import library_rule
 from converters.acceptance.gates.values import EXACT_LABELS, object_facts
-from converters.acceptance.golden import TextSpec, compare_logits, forward, parameter_shapes
+from converters.acceptance.golden import MoeSpec, TextSpec, compare_logits, forward, parameter_shapes
 from converters.acceptance.report import Finding
+from converters.acceptance.storage import ReadBack, SourceReading, source_storage
 from converters.errors import ConverterError
+from converters.model.architectures._family import AS_HF
 from ninfer_core import codecs
 
 N_TOKENS = 16
@@ -65,13 +54,16 @@ class Threshold:
     top1: float
 
 
+#: the cost question's default budget of each precision class (a recipe states its own: ``golden_budget``)
 CLASSES = {
     "exact": Threshold("exact", 1 - 1e-9, 1.0),
-    "16-bit": Threshold("16-bit", 0.9995, 0.75),
+    "16-bit": Threshold("16-bit", 0.99, 0.75),
     "8-bit": Threshold("8-bit", 0.95, 0.5),
     "6-bit": Threshold("6-bit", 0.85, 0.25),
     "4-bit": Threshold("4-bit", 0.75, 0.25),
 }
+#: the structure question's floor, the same for every format: two forwards of one function on the same values
+STRUCTURE = Threshold("structure", 0.99999, 1.0)
 ORDER = ("exact", "16-bit", "8-bit", "6-bit", "4-bit")
 #: a codec's tolerance class (docs/format/codec-traits.md) -> precision class; any other class is 4-bit
 TOLERANCE_CLASS_PRECISION = {"fp32": "16-bit", "bf16": "16-bit", "int8": "8-bit", "fp8-e4m3": "8-bit",
@@ -142,8 +134,8 @@ def describe_layers(layers: list[int], n_layers: int) -> str:
 
 
 def _both_forwards(source, artifact, tokens, layers: list[int], progress) -> tuple[np.ndarray, np.ndarray]:
-    """The source's and the artifact's logits (each ``(config, parameters)``), computed side by side on two
-    threads: they share nothing but the tokens, and their decoders and matrix products release the GIL, so
+    """The source's and the artifact's logits (each ``(config, parameters, observe)``), computed side by side on
+    two threads: they share nothing but the tokens, and their decoders and matrix products release the GIL, so
     on two cores the pair takes about the time of one (docs/acceptance.md §Golden at scale). ``progress(done,
     total)`` counts the steps of both (each: every layer, then the head)."""
     total, done, lock = 2 * (len(layers) + 1), [0], threading.Lock()
@@ -155,13 +147,57 @@ def _both_forwards(source, artifact, tokens, layers: list[int], progress) -> tup
                 progress(done[0], total)
 
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="golden") as pool:
-        runs = [pool.submit(forward, config, params, tokens, dtype=DTYPE, layers=layers, progress=tick)
-                for config, params in (source, artifact)]
+        runs = [pool.submit(forward, config, params, tokens, dtype=DTYPE, layers=layers, progress=tick,
+                            observe=observe) for config, params, observe in (source, artifact)]
         return runs[0].result(), runs[1].result()
 
 
+def _hidden_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a64, b64 = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
+    denom = np.linalg.norm(a64) * np.linalg.norm(b64)
+    return float(np.dot(a64, b64) / denom) if denom > 0 else float(np.array_equal(a64, b64))
+
+
+def per_layer(a: dict[int, np.ndarray], b: dict[int, np.ndarray]) -> list[dict]:
+    """``[{layer, cosine}]``: the two forwards' hidden states after each layer both ran, compared."""
+    return [{"layer": n, "cosine": float(f"{_hidden_cosine(a[n], b[n]):.9g}")} for n in a if n in b]
+
+
+def cost_budget(art, precision: Threshold) -> tuple[Threshold, str]:
+    """The cost question's budget and where it comes from (docs/acceptance.md §Golden: two questions): the
+    recipe's ``golden_budget`` as provenance records it, held to exactness when every object is exact, and
+    loosened to the default of the artifact's precision class where that is coarser (an object kept from a
+    prequantized source within its library's rounding); without a stated budget, or when ``--tensor-type``
+    overrides changed what the recipe stores, the class default alone."""
+    recipe = (art.provenance or {}).get("recipe")
+    recipe = recipe if isinstance(recipe, dict) else {}
+    stated = recipe.get("golden_budget")
+    own = f"{precision.precision} precision class default"
+    if not isinstance(stated, dict) or recipe.get("overrides") or precision.precision == "exact":
+        return precision, own
+    try:
+        cosine, top1 = float(stated["cosine"]), float(stated["top1_agreement"])
+    except (KeyError, TypeError, ValueError):
+        return precision, own
+    if cosine <= precision.cosine and top1 <= precision.top1:
+        return Threshold(precision.precision, cosine, top1), f"recipe {recipe.get('name')}"
+    return (Threshold(precision.precision, min(cosine, precision.cosine), min(top1, precision.top1)),
+            f"{own}, looser than recipe {recipe.get('name')}'s")
+
+
+def spec_differences(a: TextSpec, b: TextSpec) -> dict[str, list]:
+    """The fields the two sides' forwards read differently (``{field: [source, artifact]}``)."""
+    out = {}
+    for f in fields(TextSpec):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if x != y:
+            out[f.name] = [repr(x) if isinstance(x, MoeSpec) else x, repr(y) if isinstance(y, MoeSpec) else y]
+    return out
+
+
 def check_golden(art, model, art_config, *, sweep: bool = False, progress=None) -> tuple[list[Finding], dict]:
-    """Gate 7 on the text component; (issues, evidence). ``progress(done, total)`` after each forward step."""
+    """Gate 7 on the text component: the structure question, then the cost question (docs/acceptance.md
+    §Golden: two questions); (issues, evidence). ``progress(done, total)`` after each forward step."""
     try:
         spec_src, spec_art = TextSpec.from_config(model.config), TextSpec.from_config(art_config)
     except ConverterError as exc:
@@ -184,25 +220,90 @@ def check_golden(art, model, art_config, *, sweep: bool = False, progress=None) 
     def artifact_rows(name: str) -> ArtifactRows:
         return ArtifactRows(art, name if name in art.bindings else "text/token_embedding", shapes_art[name])
 
+    def artifact() -> LazyParameters:
+        return LazyParameters(shapes_art, artifact_rows, ROW_VIEWS)
+
+    reading = SourceReading(model, spec_src)
     src = LazyParameters(shapes_src, source_rows, ROW_VIEWS)
-    got = LazyParameters(shapes_art, artifact_rows, ROW_VIEWS)
+    got = ReadBack(artifact(), reading, as_source=False)  # the artifact's values, each read back on the way
     tokens = golden_tokens(spec_src.vocab_size)
     layers, truncated = golden_layers(spec_src, shapes_src, sweep)
-    reference, candidate = _both_forwards((model.config, src), (art_config, got), tokens, layers, progress)
+    hidden_src, hidden_art = {}, {}
+    reference, candidate = _both_forwards((model.config, src, hidden_src.__setitem__),
+                                          (art_config, got, hidden_art.__setitem__), tokens, layers, progress)
+    issues, structure = _structure(model, art, art_config, spec_src, spec_art, reading, got, tokens, layers,
+                                   candidate, hidden_art, artifact)
     metrics = compare_logits(reference, candidate)
-    th = precision_class(art, shapes_art)
+    th, budget_from = cost_budget(art, precision_class(art, shapes_art))
+    cost_layers = per_layer(hidden_src, hidden_art)
     evidence = {"tokens": [int(t) for t in tokens], "layers": layers, "truncated": truncated,
                 "layers_run": describe_layers(layers, len(spec_src.layer_types)), "dtype": np.dtype(DTYPE).name,
                 "precision_class": th.precision,
-                "thresholds": {"cosine": th.cosine, "top1_agreement": th.top1},
-                **{k: float(f"{v:.9g}") for k, v in metrics.items()}}
+                "thresholds": {"cosine": th.cosine, "top1_agreement": th.top1}, "budget_from": budget_from,
+                **{k: float(f"{v:.9g}") for k, v in metrics.items()},
+                "per_layer": cost_layers, "structure": structure}
     bad = []
     if metrics["cosine"] < th.cosine:
         bad.append(f"logits cosine {metrics['cosine']:.6f} < {th.cosine}")
     if metrics["top1_agreement"] < th.top1:
         bad.append(f"top-1 agreement {metrics['top1_agreement']:.3f} < {th.top1}")
-    issues = []
     if bad:
-        issues.append(finding("VERIFY_GOLDEN_LOGITS", f"{len(tokens)} tokens, {th.precision} artifact: {'; '.join(bad)} "
-                            f"(max abs error {metrics['max_abs_error']:.4g})", detail=evidence))
+        worst = min(cost_layers, key=lambda r: r["cosine"], default=None)
+        at = f"; worst layer {worst['layer']} (hidden cosine {worst['cosine']:.6f})" if worst else ""
+        issues.append(finding("VERIFY_GOLDEN_LOGITS", f"cost: {len(tokens)} tokens, {th.precision} artifact, budget of "
+                              f"the {budget_from}: {'; '.join(bad)} (max abs error {metrics['max_abs_error']:.4g}){at}",
+                              detail=evidence))
     return issues, evidence
+
+
+def _structure(model, art, art_config, spec_src, spec_art, reading, got, tokens, layers, candidate, hidden_art,
+               artifact) -> tuple[list[Finding], dict]:
+    """The structure question (docs/acceptance.md §Golden: two questions): the artifact's forward against the
+    source's forward, under the source's config and conventions, on the artifact's values read back
+    (:mod:`converters.acceptance.storage`). When every value reads back equal and the two configs give the same
+    forward, that second forward is the artifact's own computation on the same inputs — identical logits — and is
+    not run again; otherwise it runs, and the finding names what differs and the first layer it shows in."""
+    configs = spec_differences(spec_src, spec_art)
+    differing = {n: d for n, d in got.differences.items() if d > 0.0}
+    evidence = {"thresholds": {"cosine": STRUCTURE.cosine, "top1_agreement": STRUCTURE.top1},
+                "storage": source_storage_name(model), "parameters_read_back": len(got.differences),
+                "max_read_back_difference": float(f"{max(got.differences.values(), default=0.0):.9g}")}
+    if not configs and not differing:
+        return [], {**evidence, "second_forward": False, "cosine": 1.0, "top1_agreement": 1.0, "max_abs_error": 0.0}
+    hidden = {}
+    try:
+        logits = forward(model.config, ReadBack(artifact(), reading, as_source=True), tokens, dtype=DTYPE,
+                         layers=layers, observe=hidden.__setitem__)
+    except ConverterError as exc:
+        metrics = {"cosine": 0.0, "top1_agreement": 0.0, "max_abs_error": math.inf}
+        failed = f"the source's forward cannot read the artifact: {exc.message} ({exc.json_path})"
+    else:
+        metrics, failed = compare_logits(logits, candidate), None
+    layer_rows = per_layer(hidden, hidden_art)
+    first = next((r["layer"] for r in layer_rows if r["cosine"] < STRUCTURE.cosine), None)
+    top = sorted(differing.items(), key=lambda kv: -kv[1])
+    evidence |= {"second_forward": True, **{k: float(f"{v:.9g}") for k, v in metrics.items()},
+                 "config_differences": configs, "first_layer": first, "per_layer": layer_rows,
+                 "differing_parameters": [{"parameter": n, "difference": float(f"{d:.6g}")} for n, d in top[:10]],
+                 "differing_parameter_count": len(differing)}
+    if failed is None and metrics["cosine"] >= STRUCTURE.cosine and metrics["top1_agreement"] >= STRUCTURE.top1:
+        return [], evidence
+    what = [failed] if failed else [f"logits cosine {metrics['cosine']:.6f} (needs {STRUCTURE.cosine}), top-1 "
+                                    f"{metrics['top1_agreement']:.3f} (needs {STRUCTURE.top1})"]
+    if configs:
+        what.append("config " + ", ".join(f"{k} {v[0]!r} (source) vs {v[1]!r} (artifact)" for k, v in configs.items()))
+    if top:
+        more = f" and {len(top) - 1} more" if len(top) > 1 else ""
+        what.append(f"{top[0][0]} reads back {top[0][1]:.3g} away from the artifact's values{more}")
+    if first is not None:
+        what.append(f"first diverging layer {first}")
+    path = top[0][0] if top else None
+    return [finding("VERIFY_GOLDEN_STRUCTURE", f"structure: the source's conventions read the artifact as another "
+                    f"function: {'; '.join(what)}", path=path, detail=evidence)], evidence
+
+
+def source_storage_name(model) -> str:
+    """``hf`` or ``gguf:<architecture>`` with the conventions that architecture's GGUF states."""
+    storage = source_storage(model)
+    kind = getattr(model.source, "kind", "hf")
+    return kind if storage == AS_HF else f"{kind}:{model.architecture.NAME}"

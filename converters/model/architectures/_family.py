@@ -42,3 +42,27 @@ class Family:
     hybrid: bool = False
     partial_rotary_factor: float = 1.0
     moe: MoeKind | None = None
+
+
+@dataclass(frozen=True)
+class GgufStorage:
+    """Where llama.cpp's GGUF of a text architecture stores the golden forward's parameters otherwise than
+    Hugging Face does (docs/gguf-conventions.md), stated apart from the mapping files so that gate 7's
+    structure question can check their transforms (docs/acceptance.md §Golden: two questions):
+
+    - ``shifted_norms`` — the zero-centred RMSNorm weights are stored as ``1 + w``;
+    - ``tiled_value_heads`` — the gated delta net's value heads are in tiled order (head ``t = j·Hk + k`` is
+      replica ``j`` of key head ``k``) in the value, ``z``, ``b``, ``a``, ``dt_bias`` and ``A`` rows and the
+      value channels of the convolution;
+    - ``tiled_output_columns`` — and so are the input columns of the output projection;
+    - ``decay_as_ssm_a`` — ``A_log`` is stored as ``ssm_a = -exp(A_log)``.
+
+    An architecture whose GGUF stores every parameter as Hugging Face does declares none."""
+
+    shifted_norms: bool = False
+    tiled_value_heads: bool = False
+    tiled_output_columns: bool = False
+    decay_as_ssm_a: bool = False
+
+
+AS_HF = GgufStorage()

@@ -9,7 +9,10 @@ is llama.cpp's own layout and stays with ``qwen35.yaml`` (the recipe, not the ma
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from converters.errors import ConversionError
+from converters.model.architectures import qwen35
 from converters.model.architectures.qwen35 import COMPONENTS, GOLDEN, LAYER_KINDS, MTP, Args, heads
 from converters.sources.hadamard import PREFIX, has_rotation_metadata
 
@@ -18,11 +21,13 @@ HF_ARCHITECTURES: tuple[str, ...] = ()  # a GGUF layout, never an HF checkpoint'
 GGUF_ARCHITECTURES = ("qwen35",)
 MAPPINGS = {"text": "bonsai.yaml"}
 MODEL_TYPES: tuple[str, ...] = ()  # found by detect, never by a config's model_type
+#: Qwen3.5's, but ``ssm_out`` keeps its input columns grouped (``prism.hadamard.gdn_v_grouped``)
+GGUF_STORAGE = replace(qwen35.GGUF_STORAGE, tiled_output_columns=False)
 #: With ``--template``, taken from the template even though the GGUF could rebuild them (the
 #: tokenizer files of the official checkpoint the template was made from, not ones rebuilt from
 #: ``tokenizer.ggml.*``; the same tokenizer either way).
 TEMPLATE_BORROWS = ("frontend/",)
-__all__ = ["COMPONENTS", "GGUF_ARCHITECTURES", "GOLDEN", "HF_ARCHITECTURES", "LAYER_KINDS", "MAPPINGS", "MODEL_TYPES",
+__all__ = ["COMPONENTS", "GGUF_ARCHITECTURES", "GGUF_STORAGE", "GOLDEN", "HF_ARCHITECTURES", "LAYER_KINDS", "MAPPINGS", "MODEL_TYPES",
            "MTP", "NAME", "TEMPLATE_BORROWS", "Args", "detect", "heads"]
 
 

@@ -25,6 +25,9 @@ MODEL_TYPES = ("qwen3_next",)
 COMPONENTS = ("dflash", "dflash2")
 #: shared expert; norm_topk_prob defaults to True (Qwen3NextConfig); dense layers possible
 GOLDEN = replace(qwen35.GOLDEN, moe=MoeKind(shared_expert=True, norm_topk_default=True, dense_layers=True))
+#: llama.cpp's ``Qwen3NextModel.modify_tensors``: norms +1, ``ssm_a = -exp(A_log)``; value heads stay grouped
+#: (docs/gguf-conventions.md)
+GGUF_STORAGE = replace(qwen35.GGUF_STORAGE, tiled_value_heads=False, tiled_output_columns=False)
 heads = _heads.hybrid
 
 
