@@ -88,8 +88,29 @@ class Acceptance:
                           for g in self.report.gates], "seconds": round(self.seconds, 3),
                 **({"golden_layers": golden["layers_run"], "golden_truncated": golden["truncated"]}
                    if "layers_run" in golden else {}),
+                **({"golden": golden_summary(golden)} if "structure" in golden else {}),
                 **({"next": self.next_step()} if self.verdict == "fail" else {}),
                 **({"record": self.record["record"], "accepted": self.record["accepted"]} if self.record else {})}
+
+
+def golden_summary(evidence: dict) -> dict:
+    """Gate 7's two answers in brief (docs/acceptance.md §Golden: two questions): the structure's cosine and
+    top-1, the cost's against its budget, and the layer where the cost is largest."""
+    s = evidence["structure"]
+    worst = min(evidence.get("per_layer") or [], key=lambda r: r["cosine"], default=None)
+    return {"structure": {k: s[k] for k in ("cosine", "top1_agreement", "second_forward")},
+            "cost": {"cosine": evidence["cosine"], "top1_agreement": evidence["top1_agreement"],
+                     "budget": evidence["thresholds"], "budget_from": evidence["budget_from"], "worst_layer": worst}}
+
+
+def golden_line(summary: dict) -> str:
+    """One line of :func:`golden_summary` for people."""
+    s, c = summary["structure"], summary["cost"]
+    worst = f", worst layer {c['worst_layer']['layer']} ({c['worst_layer']['cosine']:.6f})" if c["worst_layer"] else ""
+    return (f"structure cosine {s['cosine']:.6f}, top-1 {s['top1_agreement']:.3f}"
+            f"{'' if s['second_forward'] else ' (every value reads back: one computation)'}; cost cosine "
+            f"{c['cosine']:.6f}, top-1 {c['top1_agreement']:.3f} against {c['budget']['cosine']:.9g} / "
+            f"{c['budget']['top1_agreement']:g} ({c['budget_from']}){worst}")
 
 
 def accept_written(output, source, *, inputs: dict | None = None, template=None, sweep: bool = False,

@@ -41,6 +41,7 @@ from pathlib import Path
 
 import typer
 
+from converters.acceptance.accept import golden_line
 from converters.cli.output import (
     byte_progress,
     command,
@@ -233,6 +234,8 @@ def print_summary(s: dict) -> None:
     if not s["dry_run"]:
         rows += [["artifact_id", s["artifact_id"]], ["files", len(s["files"])], ["seconds", f"{s['seconds']:,.3f}"]]
         if "total_seconds" in s:  # acceptance ran (docs/acceptance.md §Progress)
+            if "golden" in s["acceptance"]:  # gate 7's two answers (docs/acceptance.md §Golden: two questions)
+                rows.append(["golden numerics", golden_line(s["acceptance"]["golden"])])
             rows += [["acceptance seconds", f"{s['acceptance']['seconds']:,.3f}"],
                      ["total seconds", f"{s['total_seconds']:,.3f} (writing and acceptance)"]]
         if s.get("write_bytes_per_second"):  # the progress bar's figure: bytes written while writing

@@ -26,6 +26,7 @@ from pathlib import Path
 import typer
 
 from converters.acceptance import record
+from converters.acceptance.accept import golden_line, golden_summary
 from converters.cli.output import command, console, emit_json, err_console, gate_progress, table
 from converters.errors import ConverterError
 
@@ -70,8 +71,8 @@ def print_report(r) -> None:
             layers = f"layers {c['layers']}, " if "layers" in c else ""
             console.print(f"  {cid}: {layers}{c['parameters']} parameters" + (f" ({c['note']})" if "note" in c else ""))
     if "tokens" in g7:
-        console.print(f"golden ({g7['covers']}): {len(g7['tokens'])} tokens, {g7['precision_class']} class, top-1 "
-                      f"{g7['top1_agreement']:.3f}, cosine {g7['cosine']:.6f}, max abs error {g7['max_abs_error']:.4g}")
+        console.print(f"golden ({g7['covers']}): {len(g7['tokens'])} tokens, {g7['precision_class']} class, "
+                      f"max abs error {g7['max_abs_error']:.4g}; {golden_line(golden_summary(g7))}")
     color = {"pass": "bold green", "incomplete": "bold yellow", "fail": "bold red"}[r.result]
     partial = next((f.detail for f in r.gate(4).findings if f.code == "VERIFY_SWEEP_PARTIAL"), None)
     count = f" (--sweep: {partial['layers_bound']}/{partial['layers']} text layers bound)" if partial else ""
