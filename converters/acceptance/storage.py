@@ -8,9 +8,9 @@ For one logical parameter with artifact values ``A``::
 
 - ``chain.source_order`` undoes the mapping's transforms: the mapping file's claim of how the source stores
   the parameter (:meth:`converters.mapping.chain.Chain.source_order`);
-- :func:`to_logical` applies the source format's conventions as stated apart from the mappings — for a GGUF,
-  its architecture's ``GGUF_STORAGE`` (:class:`~converters.model.architectures._family.GgufStorage`); a
-  Hugging Face checkpoint is the logical form itself.
+- :func:`to_logical` applies the source format's conventions as stated apart from the mappings — its
+  architecture's ``GGUF_STORAGE`` or ``HF_STORAGE`` (:class:`~converters.model.architectures._family.Storage`;
+  without one, the logical form itself).
 
 When the mapping's transforms are the source's conventions, ``reading(A)`` is ``A`` again and the source's
 forward on it is the artifact's forward; a mapping that misses, adds or misorders a transform (a norm shift,
@@ -24,7 +24,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from converters.acceptance.gates.decode import RowView
-from converters.model.architectures._family import AS_HF, GgufStorage
+from converters.model.architectures._family import LOGICAL, Storage
 
 #: the zero-centred RMSNorm weights (a GGUF stores ``1 + w``), by the leaf of their logical name
 SHIFTED_NORMS = ("input_norm", "post_attention_norm", "attention/query_norm", "attention/key_norm")
@@ -32,12 +32,15 @@ SHIFTED_NORMS = ("input_norm", "post_attention_norm", "attention/query_norm", "a
 VALUE_HEAD_ROWS = {"gdn/value": "dv", "gdn/z": "dv", "gdn/b": 1, "gdn/a": 1, "gdn/dt_bias": 1, "gdn/a_log": 1}
 
 
-def source_storage(model) -> GgufStorage:
-    """How the source of ``model`` stores the parameters: its architecture's ``GGUF_STORAGE`` for a GGUF, else as
-    Hugging Face does."""
-    if getattr(model.source, "kind", None) != "gguf":
-        return AS_HF
-    return getattr(model.architecture, "GGUF_STORAGE", AS_HF)
+#: fused expert banks, by the end of their source tensor's name (``Storage.transposed_expert_banks``)
+EXPERT_BANKS = ("mlp.experts.gate_up_proj", "mlp.experts.down_proj")
+
+
+def source_storage(model) -> Storage:
+    """How the source of ``model`` stores the parameters: its architecture's ``GGUF_STORAGE`` for a GGUF,
+    ``HF_STORAGE`` for a Hugging Face checkpoint; the logical form where it declares none."""
+    kind = "GGUF" if getattr(model.source, "kind", None) == "gguf" else "HF"
+    return getattr(model.architecture, f"{kind}_STORAGE", LOGICAL)
 
 
 def tiled_to_grouped(n_value_heads: int, n_key_heads: int) -> np.ndarray:
@@ -51,9 +54,21 @@ def _blocks(order: np.ndarray, size: int) -> np.ndarray:
     return (order[:, None] * size + np.arange(size)[None, :]).reshape(-1)
 
 
-def to_logical(storage: GgufStorage, spec, name: str, x: np.ndarray) -> np.ndarray:
-    """Values ``x`` of parameter ``name`` as the source stores them → the logical (Hugging Face) values, by the
-    source's conventions alone (float64 where values change)."""
+def fused_rows(storage: Storage, spec, name: str) -> np.ndarray | None:
+    """The rows of its source tensor that parameter ``name`` is, by the source's conventions alone; None where
+    the source stores it as a tensor of its own (the rows the mapping reads are then not a convention)."""
+    leaf = name.split("/", 3)[-1]
+    if not (storage.gated_query_fused and leaf in ("attention/query", "attention/gate")):
+        return None
+    d, offset = spec.head_dim, 0 if leaf == "attention/query" else spec.head_dim
+    return (np.arange(spec.num_heads)[:, None] * 2 * d + offset + np.arange(d)[None, :]).reshape(-1)
+
+
+def to_logical(storage: Storage, spec, name: str, x: np.ndarray, tensor: str = "") -> np.ndarray:
+    """Values ``x`` of parameter ``name`` as the source stores them in its tensor ``tensor`` → the logical values,
+    by the source's conventions alone (float64 where values change)."""
+    if storage.transposed_expert_banks and tensor.endswith(EXPERT_BANKS):
+        x = np.asarray(x).T
     leaf = name.split("/", 3)[-1] if name.startswith("text/layers/") else name.removeprefix("text/")
     if storage.shifted_norms and spec.zero_centred_norms and (leaf in SHIFTED_NORMS or name == "text/final_norm"):
         x = np.asarray(x, dtype=np.float64) - 1.0
@@ -78,23 +93,44 @@ def to_logical(storage: GgufStorage, spec, name: str, x: np.ndarray) -> np.ndarr
 
 class SourceReading:
     """``reading(name, A, whole)`` for the parameters of ``model``'s text (see the module docstring): ``whole``
-    is false for a block of rows of the embedding or the head, whose chains never reorder rows."""
+    is false for a block of rows of the embedding or the head, whose chains never reorder rows. A parameter the
+    source's conventions place in a fused tensor (:func:`fused_rows`) other than where the mapping reads it is
+    read from that tensor as rebuilt from every parameter the mapping reads there (``fetch(name)``: the
+    artifact's values)."""
 
-    def __init__(self, model, spec) -> None:
-        self.bound, self.spec, self.storage = model.bound, spec, source_storage(model)
+    def __init__(self, model, spec, fetch) -> None:
+        self.bound, self.spec, self.storage, self.fetch = model.bound, spec, source_storage(model), fetch
         self.names = {p.name for p in model.bound.parameters}
 
-    def chain(self, name: str):
+    def source(self, name: str):
         p = self.bound.parameter(name if name in self.names else "text/token_embedding")
         while p.source is None:  # tied: read through the target's chain
             p = self.bound.parameter(p.tied_to)
-        return p.source.chain
+        return p.source
 
     def __call__(self, name: str, values: np.ndarray, whole: bool = True) -> np.ndarray:
         shape = values.shape
-        chain = self.chain(name)
-        stored = chain.source_order(values.reshape(-1, chain.n_columns), whole=whole)
-        return np.asarray(to_logical(self.storage, self.spec, name, stored), dtype=np.float32).reshape(shape)
+        source = self.source(name)
+        rows = fused_rows(self.storage, self.spec, name) if whole else None
+        if rows is not None and not np.array_equal(source.chain.row_sources(), rows):
+            stored = self.rebuilt(source)[rows]
+        else:
+            stored = source.chain.source_order(values.reshape(-1, source.chain.n_columns), whole=whole)
+        if source.transposed:  # read transposed: the tensor holds the transpose (one expert's matrix)
+            stored = stored.T
+        logical = to_logical(self.storage, self.spec, name, stored, source.tensor)
+        return np.asarray(logical, dtype=np.float32).reshape(shape)
+
+
+    def rebuilt(self, source) -> np.ndarray:
+        """``source``'s tensor as the artifact's values of every parameter the mapping reads from it give it back
+        (rows no parameter reads: NaN)."""
+        out = np.full((source.chain.source_rows, source.chain.source_columns), np.nan, dtype=np.float32)
+        for p in self.bound.parameters:
+            if p.source is not None and (p.source.input, p.source.tensor) == (source.input, source.tensor):
+                chain = p.source.chain
+                out[chain.row_sources()] = chain.unapply(np.asarray(self.fetch(p.name)).reshape(-1, chain.n_columns))
+        return out
 
 
 class _ReadRows:

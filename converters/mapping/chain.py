@@ -110,15 +110,11 @@ class Chain:
             block = x.astype(np.float32)
         return block
 
-    def source_order(self, x: np.ndarray, *, whole: bool = True) -> np.ndarray:
-        """The chain undone on the output ``x`` (``[rows, n_columns]``, float): the parameter as the source
-        stores it — value steps inverted in reverse order (float64), columns back in source order and, for the
-        ``whole`` output, rows sorted by the source row each came from (a selected part of a fused tensor keeps
-        its rows; only a reordering inside the part is undone). A block of rows (not ``whole``) keeps its rows,
-        and needs a chain that does not reorder them. docs/acceptance.md §Golden: two questions."""
+    def unapply(self, x: np.ndarray) -> np.ndarray:
+        """Output rows ``x`` (``[rows, n_columns]``) each as the source stores it: value steps inverted in reverse
+        order (float64), columns back in source order; the rows stay in the output's order (docs/acceptance.md
+        §Golden: two questions)."""
         x = np.asarray(x).reshape(-1, self.n_columns)
-        if not whole and self.rows is not None and not isinstance(self.rows, RowRun):
-            raise ValueError(f"rows reordered by {self.steps}: undo them on the whole output")
         if self.values:
             y = np.asarray(x, dtype=np.float64)
             for v in reversed(self.values):
@@ -126,6 +122,20 @@ class Chain:
             x = y.astype(np.float32)
         if self.columns is not None:
             x = x[:, np.argsort(self.columns, kind="stable")]
+        return x
+
+    def row_sources(self) -> np.ndarray:
+        """The source row of every output row, as an array."""
+        return np.arange(self.n_rows) if self.rows is None else np.asarray(self.rows)
+
+    def source_order(self, x: np.ndarray, *, whole: bool = True) -> np.ndarray:
+        """The chain undone on the output ``x``: :meth:`unapply`, and for the ``whole`` output the rows sorted by
+        the source row each came from (a selected part of a fused tensor keeps its rows; only a reordering
+        inside the part is undone). A block of rows (not ``whole``) keeps its rows, and needs a chain that does
+        not reorder them."""
+        if not whole and self.rows is not None and not isinstance(self.rows, RowRun):
+            raise ValueError(f"rows reordered by {self.steps}: undo them on the whole output")
+        x = self.unapply(x)
         if whole and self.rows is not None and not isinstance(self.rows, RowRun):
             order = np.argsort(np.asarray(self.rows), kind="stable")
             if np.any(order != np.arange(len(order))):

@@ -24,7 +24,7 @@ from converters.mapping.schema import MAPPINGS_DIR
 from converters.pipeline.convert import convert
 from ninfer_core import open_artifact
 from tests.support.gates import converted, rewrite, swap_blocks, write_sources
-from tinymodels import qwen35, vision
+from tinymodels import qwen3_vl_moe, qwen35, vision
 
 
 @pytest.fixture(scope="module")
@@ -32,14 +32,14 @@ def src(tmp_path_factory):
     return write_sources(tmp_path_factory.mktemp("sources"))
 
 
-def doctored(tmp_path, monkeypatch, edit) -> None:
-    """Every later conversion and verify in this test reads ``qwen35.yaml`` with ``edit`` applied."""
+def doctored(tmp_path, monkeypatch, edit, file: str = "qwen35.yaml") -> None:
+    """Every later conversion and verify in this test reads mapping ``file`` with ``edit`` applied."""
     d = tmp_path / "mappings"
     shutil.copytree(MAPPINGS_DIR, d)
-    text = (d / "qwen35.yaml").read_text()
+    text = (d / file).read_text()
     changed = edit(text)
     assert changed != text
-    (d / "qwen35.yaml").write_text(changed)
+    (d / file).write_text(changed)
     monkeypatch.setattr(loader, "MAPPINGS_DIR", d)
 
 
@@ -51,12 +51,15 @@ NO_NORM_SHIFT = ("input norm left shifted", "text/layers/", "input_norm", lambda
     'gguf: {tensor: "blk.{l}.attn_norm.weight", transforms: [unshift_norm]}', 'gguf: {tensor: "blk.{l}.attn_norm.weight"}'))
 V_HEADS_TILED = ("value heads left tiled", "text/layers/", "gdn/", lambda t: re.sub(
     r"transforms:(?=\n *[a-z_]+:)", "transforms: []", re.sub(r"\n *- v_head(s|_columns)_tiled_to_grouped: \{[^}]*\}", "", t)))
+QUERY_GATE_SWAPPED = ("query and gate taken for each other", "text/layers/", "attention/", lambda t: t.replace(
+    "offset: 0, count: head_dim", "offset: GATE").replace("offset: head_dim, count: head_dim", "offset: 0, count: head_dim")
+    .replace("offset: GATE", "offset: head_dim, count: head_dim"))
 SSM_A = ("ssm_a taken for A_log", "text/layers/", "gdn/a_log", lambda t: t.replace("\n          - a_log_from_ssm_a", ""))
 
 
 @pytest.mark.parametrize("defect, recipe", [(NO_NORM_SHIFT, "groupwise-int"), (NO_NORM_SHIFT, "bf16"),
                                             (NO_NORM_SHIFT, "exact"), (V_HEADS_TILED, "groupwise-int"),
-                                            (SSM_A, "groupwise-int")], ids=lambda x: x[0] if isinstance(x, tuple) else x)
+                                            (SSM_A, "groupwise-int"), (QUERY_GATE_SWAPPED, "groupwise-int")], ids=lambda x: x[0] if isinstance(x, tuple) else x)
 def test_a_mapping_convention_error_fails_the_structure_question(src, tmp_path, monkeypatch, defect, recipe):
     _, prefix, leaf, edit = defect
     doctored(tmp_path, monkeypatch, edit)
@@ -70,6 +73,28 @@ def test_a_mapping_convention_error_fails_the_structure_question(src, tmp_path, 
     assert s["second_forward"] is True and s["cosine"] < s["thresholds"]["cosine"]
     assert s["storage"] == "gguf:qwen35" and s["first_layer"] is not None
     assert all(leaf in p["parameter"] for p in s["differing_parameters"])
+
+
+@pytest.mark.parametrize("forgotten", [False, True])
+def test_a_transposed_expert_bank_read_untransposed_fails_the_structure_question(tmp_path, monkeypatch, forgotten):
+    """Qwen3-VL-MoE's released fused expert banks hold each expert as ``[in, out]``; a mapping that forgets
+    ``transpose: true`` on a square bank stores every expert's matrix transposed, right in size."""
+    hf = qwen3_vl_moe.write_hf_dir(tmp_path / "hf", expert_layout="fused", moe_intermediate_size=128)
+    if forgotten:
+        doctored(tmp_path, monkeypatch, lambda t: t.replace(
+            '{tensor: "{text}layers.{l}.mlp.experts.down_proj", transpose: true,',
+            '{tensor: "{text}layers.{l}.mlp.experts.down_proj",'), "qwen3_vl_moe.yaml")
+    art = converted(hf, tmp_path / "a.ninfer", "groupwise-int")
+    r = verify(art, hf)
+    s = r.gate(7).evidence["structure"]
+    assert s["storage"] == "hf:qwen3_vl_moe"
+    if not forgotten:
+        assert statuses(r) == ["pass"] * 7 and s["second_forward"] is False and s["max_read_back_difference"] == 0.0
+        return
+    assert statuses(r) == ["pass"] * 6 + ["fail"]
+    issue = next(i for i in r.gate(7).issues if i.code == "VERIFY_GOLDEN_STRUCTURE")
+    assert re.fullmatch(r"text/layers/\d+/moe/experts/\d+/down", issue.path)
+    assert {re.sub(r"\d+", "N", p["parameter"]) for p in s["differing_parameters"]} == {"text/layers/N/moe/experts/N/down"}
 
 
 def test_a_wrong_rotary_in_the_artifact_config_fails_the_structure_question(src, tmp_path):
@@ -146,7 +171,7 @@ def test_float32_vision_language_model_to_bf16_is_accepted(tmp_path):
     r = verify(out, hf)
     assert statuses(r) == ["pass"] * 7 and r.result == "pass"
     g7 = r.gate(7).evidence
-    assert g7["structure"]["cosine"] == 1.0 and g7["structure"]["storage"] == "hf"
+    assert g7["structure"]["cosine"] == 1.0 and g7["structure"]["storage"] == "hf:qwen35"
     assert g7["budget_from"] == "recipe bf16" and g7["thresholds"] == {"cosine": 0.99, "top1_agreement": 0.75}
     assert g7["cosine"] < 0.9995  # what failed before: the bf16 rounding of this model costs that much
     assert g7["cosine"] >= 0.99 and g7["top1_agreement"] >= 0.75

@@ -35,7 +35,7 @@ from converters.acceptance.golden import MoeSpec, TextSpec, compare_logits, forw
 from converters.acceptance.report import Finding
 from converters.acceptance.storage import ReadBack, SourceReading, source_storage
 from converters.errors import ConverterError
-from converters.model.architectures._family import AS_HF
+from converters.model.architectures._family import LOGICAL
 from ninfer_core import codecs
 
 N_TOKENS = 16
@@ -223,7 +223,7 @@ def check_golden(art, model, art_config, *, sweep: bool = False, progress=None) 
     def artifact() -> LazyParameters:
         return LazyParameters(shapes_art, artifact_rows, ROW_VIEWS)
 
-    reading = SourceReading(model, spec_src)
+    reading = SourceReading(model, spec_src, fetch=artifact().__getitem__)
     src = LazyParameters(shapes_src, source_rows, ROW_VIEWS)
     got = ReadBack(artifact(), reading, as_source=False)  # the artifact's values, each read back on the way
     tokens = golden_tokens(spec_src.vocab_size)
@@ -303,7 +303,7 @@ def _structure(model, art, art_config, spec_src, spec_art, reading, got, tokens,
 
 
 def source_storage_name(model) -> str:
-    """``hf`` or ``gguf:<architecture>`` with the conventions that architecture's GGUF states."""
-    storage = source_storage(model)
+    """``hf`` / ``gguf`` (the logical form), or ``<kind>:<architecture>`` with the conventions that architecture
+    states for that kind of source."""
     kind = getattr(model.source, "kind", "hf")
-    return kind if storage == AS_HF else f"{kind}:{model.architecture.NAME}"
+    return kind if source_storage(model) == LOGICAL else f"{kind}:{model.architecture.NAME}"

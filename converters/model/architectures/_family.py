@@ -45,24 +45,29 @@ class Family:
 
 
 @dataclass(frozen=True)
-class GgufStorage:
-    """Where llama.cpp's GGUF of a text architecture stores the golden forward's parameters otherwise than
-    Hugging Face does (docs/gguf-conventions.md), stated apart from the mapping files so that gate 7's
-    structure question can check their transforms (docs/acceptance.md §Golden: two questions):
+class Storage:
+    """Where a checkpoint format stores the golden forward's parameters otherwise than the logical (Hugging Face
+    per-parameter) form, stated apart from the mapping files so that gate 7's structure question can check their
+    transforms (docs/acceptance.md §Golden: two questions). An architecture declares its ``GGUF_STORAGE``
+    (llama.cpp's writer, docs/gguf-conventions.md) and ``HF_STORAGE`` where they differ:
 
     - ``shifted_norms`` — the zero-centred RMSNorm weights are stored as ``1 + w``;
     - ``tiled_value_heads`` — the gated delta net's value heads are in tiled order (head ``t = j·Hk + k`` is
       replica ``j`` of key head ``k``) in the value, ``z``, ``b``, ``a``, ``dt_bias`` and ``A`` rows and the
       value channels of the convolution;
     - ``tiled_output_columns`` — and so are the input columns of the output projection;
-    - ``decay_as_ssm_a`` — ``A_log`` is stored as ``ssm_a = -exp(A_log)``.
-
-    An architecture whose GGUF stores every parameter as Hugging Face does declares none."""
+    - ``decay_as_ssm_a`` — ``A_log`` is stored as ``ssm_a = -exp(A_log)``;
+    - ``gated_query_fused`` — the gated attention's query and gate are one tensor (``q_proj``, ``attn_q``) of
+      ``2·head_dim`` rows per head, ``[query | gate]``;
+    - ``transposed_expert_banks`` — a fused expert bank (``mlp.experts.gate_up_proj``, ``mlp.experts.down_proj``)
+      stores each expert's matrix as ``[in, out]``."""
 
     shifted_norms: bool = False
     tiled_value_heads: bool = False
     tiled_output_columns: bool = False
     decay_as_ssm_a: bool = False
+    gated_query_fused: bool = False
+    transposed_expert_banks: bool = False
 
 
-AS_HF = GgufStorage()
+LOGICAL = Storage()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from converters.model.architectures import _heads
 from converters.model.architectures._args import AttentionArgs, args_from_config, fail
-from converters.model.architectures._family import Family, GgufStorage
+from converters.model.architectures._family import Family, Storage
 from converters.model.architectures._moe import HYBRID_KINDS, check_hybrid
 
 NAME = "qwen35"
@@ -24,9 +24,12 @@ MODEL_TYPES = ("qwen3_5", "qwen3_5_text")
 COMPONENTS = ("mtp", "vision", "dflash", "dflash2")
 MTP = "qwen35_mtp"
 GOLDEN = Family("qwen3_5", zero_centred_norms=True, attn_output_gate=True, hybrid=True, partial_rotary_factor=0.25)
-#: llama.cpp's ``Qwen3_5TextModel.modify_tensors``: norms +1, value heads tiled (rows and ``ssm_out`` columns),
-#: ``ssm_a = -exp(A_log)`` (docs/gguf-conventions.md)
-GGUF_STORAGE = GgufStorage(shifted_norms=True, tiled_value_heads=True, tiled_output_columns=True, decay_as_ssm_a=True)
+#: ``q_proj`` holds per head ``[query | gate]`` (transformers ``Qwen3_5Attention``)
+HF_STORAGE = Storage(gated_query_fused=True)
+#: llama.cpp's ``Qwen3_5TextModel.modify_tensors``: ``attn_q`` as ``q_proj``, norms +1, value heads tiled (rows and
+#: ``ssm_out`` columns), ``ssm_a = -exp(A_log)`` (docs/gguf-conventions.md)
+GGUF_STORAGE = Storage(shifted_norms=True, tiled_value_heads=True, tiled_output_columns=True, decay_as_ssm_a=True,
+                       gated_query_fused=True)
 heads = _heads.hybrid
 
 

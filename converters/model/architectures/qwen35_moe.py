@@ -23,7 +23,7 @@ COMPONENTS = ("mtp", "vision", "dflash", "dflash2")
 MTP = "qwen35_moe_mtp"
 #: shared expert; always renormalised (the config has no norm_topk_prob); every layer sparse
 GOLDEN = replace(qwen35.GOLDEN, moe=MoeKind(shared_expert=True, norm_topk_default=None, dense_layers=False))
-GGUF_STORAGE = qwen35.GGUF_STORAGE  # llama.cpp's Qwen3.5 conventions
+HF_STORAGE, GGUF_STORAGE = qwen35.HF_STORAGE, qwen35.GGUF_STORAGE  # Qwen3.5's conventions
 heads = _heads.hybrid
 
 

@@ -28,6 +28,7 @@ GOLDEN = replace(qwen35.GOLDEN, moe=MoeKind(shared_expert=True, norm_topk_defaul
 #: llama.cpp's ``Qwen3NextModel.modify_tensors``: norms +1, ``ssm_a = -exp(A_log)``; value heads stay grouped
 #: (docs/gguf-conventions.md)
 GGUF_STORAGE = replace(qwen35.GGUF_STORAGE, tiled_value_heads=False, tiled_output_columns=False)
+HF_STORAGE = qwen35.HF_STORAGE  # q_proj per head [query | gate] (Qwen3NextAttention)
 heads = _heads.hybrid
 
 

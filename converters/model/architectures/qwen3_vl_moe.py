@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from converters.model.architectures import _heads, qwen3_moe
 from converters.model.architectures._args import args_from_config
-from converters.model.architectures._family import Family, MoeKind
+from converters.model.architectures._family import Family, MoeKind, Storage
 from converters.model.architectures._moe import check_moe
 from converters.model.architectures.qwen3_vl import check_deepstack
 
@@ -27,6 +27,8 @@ MODEL_TYPES = ("qwen3_vl_moe_text", "qwen3_vl_moe")
 COMPONENTS = ("vision",)
 #: no shared expert; top-k always renormalised (the config cannot turn it off); dense layers possible
 GOLDEN = Family("qwen3", moe=MoeKind(shared_expert=False, norm_topk_default=None, dense_layers=True))
+#: the released checkpoints' fused expert banks are ``[E, in, out]`` (docs/qwen3-vl.md §Fused transposed experts)
+HF_STORAGE = Storage(transposed_expert_banks=True)
 heads = _heads.attention
 
 
