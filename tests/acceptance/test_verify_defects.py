@@ -50,6 +50,29 @@ def test_clean_artifacts_pass_every_gate(src, clean):
         r = verify(clean[name], src[source])
         assert [g.status for g in r.gates] == ["pass"] * 7, (name, failing(r))
         assert r.result == "pass"
+        # golden's structure question (docs/acceptance.md §Golden: two questions): every value reads back bit for
+        # bit through the stated conventions (GGUF: norms +1, tiled value heads and ssm_out columns, ssm_a, the
+        # fused [query | gate]), so the source's forward is the artifact's own and is not run again
+        s = r.gate(7).evidence["structure"]
+        assert s["second_forward"] is False and s["max_read_back_difference"] == 0.0 and s["cosine"] == 1.0
+        assert s["storage"] == ("gguf:qwen35" if source == "q35_gguf" else "hf:qwen35")
+        with open_artifact(clean[name]) as a:
+            text = {n for n in a.bindings if n.startswith("text/") and n != "text/hadamard_signs"}
+        assert s["parameters_read_back"] == len(text)
+
+
+def test_byte_level_swaps_are_the_order_gates_and_the_costs(src, clean, tmp_path):
+    """Heads swapped in the artifact's bytes are the same function on both sides of the structure question (both
+    read the same values); gates 4 and 5 locate them and the cost question measures them, from their layer on."""
+    bad = rewrite(clean["bf16"], tmp_path / "swap.ninfer",
+                  edit={"text/layers/3/attention/query": lambda x: swap_blocks(x, 0, 1, HEAD_DIM)})
+    r = verify(bad, src["q35_gguf"])
+    assert r.gate(7).evidence["structure"]["cosine"] == 1.0
+    assert {4, 5} <= set(failing(r))
+    per_layer = {row["layer"]: row["cosine"] for row in r.gate(7).evidence["per_layer"]}
+    clean_layers = {row["layer"]: row["cosine"]
+                    for row in verify(clean["bf16"], src["q35_gguf"]).gate(7).evidence["per_layer"]}
+    assert per_layer[2] == clean_layers[2] and per_layer[3] < clean_layers[3]
 
 
 def test_two_heads_swapped_in_one_layer_is_an_order_failure(src, clean, tmp_path):
