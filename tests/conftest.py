@@ -3,6 +3,13 @@ to produce or borrow from (``--template``)."""
 
 from __future__ import annotations
 
+import os
+
+# One BLAS thread per test process, set before numpy loads OpenBLAS (it reads the variable then; an explicit
+# setting wins): pytest-xdist already runs one worker per core, and OpenBLAS's own threads on top of that
+# spin-wait for cores the other workers hold — about a third of the suite's CPU time (docs/testing.md).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import numpy as np
 import pytest
 
