@@ -1,9 +1,11 @@
 """Fixtures shared across test folders: ``made``, a template artifact with extra MTP / vision objects,
-to produce or borrow from (``--template``)."""
+to produce or borrow from (``--template``); ``calbin_package``, a clean calbin package of the test's own."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
 
 # One BLAS thread per test process, set before numpy loads OpenBLAS (it reads the variable then; an explicit
 # setting wins): pytest-xdist already runs one worker per core, and OpenBLAS's own threads on top of that
@@ -16,6 +18,7 @@ import pytest
 from converters.pipeline.convert import convert
 from ninfer_core import ArtifactWriter, Binding, Component, Use, codecs, open_artifact
 from tinymodels import qwen35
+from tinymodels.calbin import CalbinFixture, write_calbin_package
 
 CFG = qwen35.config()
 
@@ -60,6 +63,21 @@ def made(tmp_path_factory):
                 w.write_object(oid, codecs.encode("bf16", "contiguous_le_v1", arr))
             w.write_object("frontend/vision/preprocessor_config.json", processor)
     return d
+
+
+@pytest.fixture(scope="session")
+def _pristine_calbin(tmp_path_factory) -> CalbinFixture:
+    return write_calbin_package(tmp_path_factory.mktemp("calbin"))
+
+
+@pytest.fixture
+def calbin_package(_pristine_calbin, tmp_path) -> CalbinFixture:
+    """What ``write_calbin_package(tmp_path)`` makes, as a copy of one package written once per worker: the
+    test may seed any defect in it (its own files under ``tmp_path``) without writing the package again."""
+    clean = _pristine_calbin
+    root = tmp_path / clean.root.name
+    shutil.copytree(clean.root, root, symlinks=True)
+    return dataclasses.replace(clean, root=root, vaddrs=set(clean.vaddrs), command_addrs=set(clean.command_addrs))
 
 
 @pytest.fixture(autouse=True)
