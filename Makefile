@@ -14,8 +14,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test,scale,mcp,report]'
 	touch $(STAMP)
 
+# bytecode on for the test run even where the environment sets PYTHONDONTWRITEBYTECODE: the package and the
+# assertion-rewritten test modules are compiled once, then loaded by every later process and run (docs/testing.md)
 test: setup
-	$(BIN)/python -m pytest -m "not slow" -n auto --dist loadfile
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -m "not slow" -n auto --dist loadfile
 
 demo: setup
 	$(BIN)/python -m converters.cli.demo

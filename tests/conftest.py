@@ -1,23 +1,38 @@
 """Fixtures shared across test folders: ``made``, a template artifact with extra MTP / vision objects,
-to produce or borrow from (``--template``)."""
+to produce or borrow from (``--template``); ``calbin_package``, a clean calbin package of the test's own."""
 
 from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from typing import TYPE_CHECKING
+
+# One BLAS thread per test process, set before numpy loads OpenBLAS (it reads the variable then; an explicit
+# setting wins): pytest-xdist already runs one worker per core, and OpenBLAS's own threads on top of that
+# spin-wait for cores the other workers hold — about a third of the suite's CPU time (docs/testing.md).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 import pytest
 
-from converters.pipeline.convert import convert
-from ninfer_core import ArtifactWriter, Binding, Component, Use, codecs, open_artifact
-from tinymodels import qwen35
+if TYPE_CHECKING:
+    from tinymodels.calbin import CalbinFixture
 
-CFG = qwen35.config()
+# The package is imported inside the fixtures, not here: the xdist controller loads this file before it starts
+# the workers, and needs none of it (each worker imports it anyway, collecting the test modules).
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
+    from converters.pipeline.convert import convert
+    from ninfer_core import ArtifactWriter, Binding, Component, Use, codecs, open_artifact
+    from tinymodels import qwen35
+
+    cfg = qwen35.config()
     d = tmp_path_factory.mktemp("tpl")
-    qwen35.write_gguf(d / "m.gguf", CFG, matrix_type="Q8_0")
-    qwen35.write_hf_dir(d / "hf", CFG)
+    qwen35.write_gguf(d / "m.gguf", cfg, matrix_type="Q8_0")
+    qwen35.write_hf_dir(d / "hf", cfg)
     convert(d / "hf", d / "base.ninfer", recipe="groupwise-int")
     convert(d / "hf", d / "fused.ninfer", recipe="nvfp4")
     extra = {"mtp/fc": np.random.default_rng(0).standard_normal((128, 256)).astype(np.float32),
@@ -53,6 +68,23 @@ def made(tmp_path_factory):
                 w.write_object(oid, codecs.encode("bf16", "contiguous_le_v1", arr))
             w.write_object("frontend/vision/preprocessor_config.json", processor)
     return d
+
+
+@pytest.fixture(scope="session")
+def _pristine_calbin(tmp_path_factory) -> CalbinFixture:
+    from tinymodels.calbin import write_calbin_package
+
+    return write_calbin_package(tmp_path_factory.mktemp("calbin"))
+
+
+@pytest.fixture
+def calbin_package(_pristine_calbin, tmp_path) -> CalbinFixture:
+    """What ``write_calbin_package(tmp_path)`` makes, as a copy of one package written once per worker: the
+    test may seed any defect in it (its own files under ``tmp_path``) without writing the package again."""
+    clean = _pristine_calbin
+    root = tmp_path / clean.root.name
+    shutil.copytree(clean.root, root, symlinks=True)
+    return dataclasses.replace(clean, root=root, vaddrs=set(clean.vaddrs), command_addrs=set(clean.command_addrs))
 
 
 @pytest.fixture(autouse=True)

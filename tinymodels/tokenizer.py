@@ -63,7 +63,9 @@ def bytes_to_unicode() -> dict[int, str]:
     return dict(zip(printable, (chr(c) for c in chars), strict=True))
 
 
-def _train_merges(n_merges: int) -> list[tuple[str, str]]:
+@cache
+def _train_merges(n_merges: int) -> tuple[tuple[str, str], ...]:
+    """The first ``n_merges`` merges learned from :data:`CORPUS` (a constant: learned once per process)."""
     byte_map = bytes_to_unicode()
     words = Counter(
         tuple(byte_map[b] for b in piece.encode("utf-8"))
@@ -92,7 +94,7 @@ def _train_merges(n_merges: int) -> list[tuple[str, str]]:
                     i += 1
             merged[tuple(out)] += count
         words = merged
-    return merges
+    return tuple(merges)
 
 
 def tokenizer_json(n_merges: int = N_MERGES) -> dict:

@@ -17,7 +17,7 @@ import yaml
 
 from converters.acceptance.calbin import validate_calbin
 from converters.acceptance.calbin.codes import CODES
-from tinymodels.calbin import CalbinFixture, write_calbin_package
+from tinymodels.calbin import CalbinFixture
 
 PRE, DEC = "prefill", "decode"
 
@@ -251,8 +251,8 @@ def _validate(fx: CalbinFixture):
 
 @pytest.mark.parametrize(("name", "mutate", "expected"), SECTION_10 + OTHER_RULES,
                          ids=[d[0] for d in SECTION_10 + OTHER_RULES])
-def test_seeded_defect(tmp_path, name, mutate, expected):
-    fx = write_calbin_package(tmp_path)
+def test_seeded_defect(calbin_package, name, mutate, expected):
+    fx = calbin_package
     mutate(fx)
     report = _validate(fx)
     above_info = {f.code for f in report.findings if f.severity != "INFO"}
@@ -281,8 +281,8 @@ def test_section_10_severities_follow_the_seed_policy():
     assert set(policy) <= covered
 
 
-def test_locations_name_file_and_line(tmp_path):
-    fx = write_calbin_package(tmp_path)
+def test_locations_name_file_and_line(calbin_package):
+    fx = calbin_package
     _edit(_meta(fx), "n_batch 1\n", "n_batch 1\ndram_rsvd vaddr zz size 4\n")
     _edit(_meta(fx, PRE), "type int32 vaddr", "type int16 vaddr")
     report = validate_calbin(fx.root)
@@ -294,8 +294,8 @@ def test_locations_name_file_and_line(tmp_path):
     assert "product[1, 64] x int16 = 128 bytes, line says size 256" in size.evidence
 
 
-def test_capacity_and_partition_reports_are_refused_not_zeroed(tmp_path):
-    fx = write_calbin_package(tmp_path)
+def test_capacity_and_partition_reports_are_refused_not_zeroed(calbin_package):
+    fx = calbin_package
     _edit(_ops_yaml(fx, PRE), "- F32\n", "- F33\n")
     _profparts(fx, DEC, 1).write_text(_profparts(fx, DEC, 1).read_text() + "ghost_op_7\n")
     doc = validate_calbin(fx.root).to_json()
@@ -305,8 +305,8 @@ def test_capacity_and_partition_reports_are_refused_not_zeroed(tmp_path):
     assert doc["graph"]["partition"]["prefill"]["refused"] is False
 
 
-def test_vaddr_overlap_is_reported_not_judged(tmp_path):
-    fx = write_calbin_package(tmp_path)
+def test_vaddr_overlap_is_reported_not_judged(calbin_package):
+    fx = calbin_package
     _edit(_meta(fx), "param_blk0.bin offset 0x1000 vaddr 0x880001000", "param_blk0.bin offset 0x1000 vaddr 0x880000800")
     report = validate_calbin(fx.root)
     assert report.verdict == "pass"
@@ -317,18 +317,18 @@ def test_vaddr_overlap_is_reported_not_judged(tmp_path):
         "chip0.dram": {"mappings": 1, "bytes": 2048}}
 
 
-def test_flood_of_bad_lines_is_capped(tmp_path):
-    fx = write_calbin_package(tmp_path)
+def test_flood_of_bad_lines_is_capped(calbin_package):
+    fx = calbin_package
     _meta(fx).write_text(_meta(fx).read_text() + "!! not metadata\n" * 1000)
     report = validate_calbin(fx.root)
     grammar = report.by_code("META_GRAMMAR")
     assert len(grammar) == 26 and "975 more META_GRAMMAR findings in this file (1000 in all)" in grammar[-1].evidence
 
 
-def test_config_json_spellings_read_alike(tmp_path):
+def test_config_json_spellings_read_alike(calbin_package):
     """A clean package stays clean with its config.json nested under ``text_config`` (Qwen3-VL / Qwen3.5) and
     with ``rope_theta`` inside ``rope_parameters`` (transformers 5), docs/architectures.md §Config spellings."""
-    fx = write_calbin_package(tmp_path)
+    fx = calbin_package
     flat = _validate(fx)
 
     def respell(d: dict) -> None:

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from converters.acceptance.calbin import validate_calbin
-from tinymodels.calbin import write_calbin_package
 
 # One representative file per role (path templates; {p}/{d} = prefill/decode submodel directory).
 FILES = [
@@ -30,8 +29,8 @@ def _corrupt(path, how: str, rng: np.random.Generator) -> None:
 
 @pytest.mark.parametrize("how", ["half", "noise", "nul_lines"])
 @pytest.mark.parametrize("template", FILES)
-def test_corrupted_file_gives_a_report_not_a_crash(tmp_path, template, how):
-    fx = write_calbin_package(tmp_path)
+def test_corrupted_file_gives_a_report_not_a_crash(calbin_package, template, how):
+    fx = calbin_package
     rel = template.format(m=fx.spec.model_name, p=fx.submodel_dir("prefill").name,
                           d=fx.submodel_dir("decode").name)
     _corrupt(fx.root / rel, how, np.random.default_rng(len(rel)))

@@ -20,14 +20,17 @@ from tests.support.gates import rewrite
 from tinymodels import bonsai, vision
 
 IDENTICAL = "borrowed, identical to template"
+# The smallest rotated text model: every matmul input is one 1024 Hadamard block (4 heads of 256, 8 value heads
+# of 128, intermediate 1024). What these tests check is the borrowed objects, which do not depend on the widths.
+SMALL = {"intermediate_size": 1024, "num_attention_heads": 4, "linear_num_value_heads": 8}
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     d = tmp_path_factory.mktemp("vt")
-    cfg = bonsai.rotated_config()
+    cfg = bonsai.rotated_config(**SMALL)
     bonsai.write_gguf(d / "rot.gguf", cfg, rotated=True)
-    text = bonsai.rotated_config(mtp_num_hidden_layers=1)
+    text = bonsai.rotated_config(mtp_num_hidden_layers=1, **SMALL)
     vision.write_hf_dir(d / "hf", text, vision.config(out_hidden_size=text["hidden_size"]))
     convert(d / "hf", d / "tpl.ninfer", recipe="groupwise-int", components=["text", "vision", "mtp"], workers=1)
     convert(d / "rot.gguf", d / "out.ninfer", recipe="ternary", template=d / "tpl.ninfer", workers=1)

@@ -29,16 +29,22 @@ def made(tmp_path_factory):
     return d, result
 
 
+@pytest.fixture(scope="module")
+def ref():
+    """The generator's HF values of ``CFG`` (rotated matrices un-rotated in float64), computed once."""
+    return bonsai.logical_parameters(CFG, rotated=True)
+
+
 def metadata(cfg) -> dict:
     """The prism.hadamard.* values the generator wrote (gguf-py's reader cannot open fork type ids)."""
     return {k: v for k, (v, _, _) in bonsai.rotation_metadata(cfg).items()}
 
 
-def test_signs_are_the_files_own_and_bound_per_width(made):
+def test_signs_are_the_files_own_and_bound_per_width(made, ref):
     d, _ = made
     meta = metadata(CFG)
     widths = [int(w) for w in meta["prism.hadamard.sign_widths"]]
-    shapes = {k: v.shape for k, v in bonsai.logical_parameters(CFG, rotated=True).items()}
+    shapes = {k: v.shape for k, v in ref.items()}
     with open_artifact(d / "rot.ninfer") as art:
         rec = art.object("text/hadamard_signs")
         assert (rec.format, tuple(rec.shape)) == ("bf16", (sum(widths),))
@@ -66,9 +72,8 @@ def test_signs_are_the_files_own_and_bound_per_width(made):
     assert "token_embd.weight" not in rotated and "output.weight" in rotated
 
 
-def test_rotated_bytes_are_kept_and_decode_to_the_reference(made):
+def test_rotated_bytes_are_kept_and_decode_to_the_reference(made, ref):
     d, result = made
-    ref = bonsai.logical_parameters(CFG, rotated=True)
     stored = bonsai.stored_parameters(CFG, rotated=True)
     with open_artifact(d / "rot.ninfer") as art:
         assert art.metadata["identity"]["architecture"] == "bonsai"

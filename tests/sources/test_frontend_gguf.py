@@ -32,7 +32,8 @@ VOCAB_SIZE = 272  # config.vocab_size: ids 263..271 are llama.cpp's [PAD{i}] fil
 
 def hf_tokenizer(d):
     """A byte-level BPE tokenizer (transformers >= 4.45 pair merges) with special and user-defined tokens."""
-    byte_chars = [bytes_to_unicode()[b] for b in range(256)]
+    table = bytes_to_unicode()
+    byte_chars = [table[b] for b in range(256)]
     vocab = {c: i for i, c in enumerate(byte_chars)}
     merges = [["Ġ", "t"], ["h", "e"], ["Ġt", "he"], ["Ġ", "a"]]
     for left, right in merges:
