@@ -59,7 +59,8 @@ def _fmt(v, spec: str) -> str:
 
 
 def _value(v) -> str:
-    """A cell: a scalar as text (integers with separators), a nested value as compact JSON."""
+    """A cell: a scalar as text (integers with separators), a list or mapping of scalars as ``a, b`` /
+    ``key value, …``, anything deeper as compact JSON."""
     if v is None:
         return "—"
     if isinstance(v, bool) or not isinstance(v, int | float | dict | list):
@@ -70,6 +71,8 @@ def _value(v) -> str:
         return f"{v:g}"
     if isinstance(v, list) and all(not isinstance(x, dict | list) for x in v):
         return ", ".join(str(x) for x in v)
+    if isinstance(v, dict) and all(not isinstance(x, dict | list) for x in v.values()):  # golden_budget
+        return ", ".join(f"{k} {x:.9g}" if isinstance(x, float) else f"{k} {x}" for k, x in v.items())
     return json.dumps(v, separators=(", ", ": "), ensure_ascii=False)
 
 
