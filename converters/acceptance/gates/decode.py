@@ -62,25 +62,17 @@ def row_blocks(n_rows: int, k: int, elements: int = BLOCK_ELEMENTS) -> Iterator[
 
 
 def hadamard_unrotate(stored: np.ndarray, signs: np.ndarray) -> np.ndarray:
-    """``W = W' · H · D`` per 1024-column block (storage-layouts §7: ``W' = W · D · H``, ``H = H^T = H^-1``).
+    """``W = W' · H · D`` per 1024-column block (storage-layouts §7: ``W' = W · D · H``, ``H = H^T = H^-1``):
+    ``x · H`` as a fast Walsh–Hadamard transform (10 butterfly stages of ``[a + b, a - b]``, the Sylvester
+    order) in float64, O(K log K) per row, compiled (:mod:`.hadamard_kernel`)."""
+    from converters.acceptance.gates.hadamard_kernel import unrotate
 
-    ``x · H`` is computed as a fast Walsh–Hadamard transform (10 butterfly stages of ``[a + b, a - b]``, the
-    Sylvester order) in float64, O(K log K) per row instead of a 1024 × 1024 product, each stage in place on
-    one float64 copy of the block (one temporary half per stage)."""
     rows, k = stored.shape
     if k % HADAMARD_BLOCK or signs.shape != (k,):
         raise ValueError(f"Hadamard unrotation of {k} columns with {signs.shape[0]} signs (blocks of {HADAMARD_BLOCK})")
-    y = np.array(stored, dtype=np.float64).reshape(rows * (k // HADAMARD_BLOCK), HADAMARD_BLOCK)
-    h = 1
-    while h < HADAMARD_BLOCK:
-        pairs = y.reshape(y.shape[0], -1, 2, h)
-        a, b = pairs[:, :, 0, :], pairs[:, :, 1, :]
-        first = a.copy()
-        a += b
-        np.subtract(first, b, out=b)
-        h *= 2
-    y = y.reshape(rows, k) / np.sqrt(HADAMARD_BLOCK)
-    return (y * signs.astype(np.float64)).astype(np.float32)
+    out = np.empty((rows, k), dtype=np.float32)
+    unrotate(np.ascontiguousarray(stored), np.asarray(signs, dtype=np.float64), out)
+    return out
 
 
 class ArtifactRows:
