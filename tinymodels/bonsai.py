@@ -45,6 +45,7 @@ three widths 1024, 2048, 3072.
 
 from __future__ import annotations
 
+import functools
 import os
 import zlib
 from collections.abc import Mapping
@@ -101,10 +102,15 @@ def fwht(x: np.ndarray, block: int = HADAMARD_BLOCK) -> np.ndarray:
     if shape[-1] % block:
         raise ValueError(f"last axis {shape[-1]} is not a multiple of the Hadamard block {block}")
     y = np.array(x, dtype=np.float64).reshape(-1, block)
+    diff = np.empty((y.shape[0], block // 2))
     h = 1
-    while h < block:
-        y = y.reshape(y.shape[0], -1, 2, h)
-        y = np.stack((y[:, :, 0] + y[:, :, 1], y[:, :, 0] - y[:, :, 1]), axis=2)
+    while h < block:  # in place: (a, b) -> (a + b, a - b) for every pair j, j + h of each 2h-block
+        pairs = y.reshape(y.shape[0], block // (2 * h), 2, h)
+        a, b = pairs[:, :, 0], pairs[:, :, 1]
+        d = diff.reshape(a.shape)
+        np.subtract(a, b, out=d)
+        a += b
+        b[...] = d
         h *= 2
     return y.reshape(shape) / np.sqrt(block)
 
@@ -130,26 +136,33 @@ def _gain(gguf_name: str, width: int) -> float:
 
 def ternary_rows(gguf_name: str, shape: tuple[int, int], fmt: BlockFormat, seed: int, start: int, stop: int) -> np.ndarray:
     """Rows ``[start, stop)`` of a stored ternary matrix: ``code × d`` per block, drawn per 256-row block."""
-    rows, width = shape
-    block_count = width // fmt.block_elements
-    out = []
-    for b in range(start // ROW_BLOCK, (stop + ROW_BLOCK - 1) // ROW_BLOCK):
-        lo, hi = b * ROW_BLOCK, min((b + 1) * ROW_BLOCK, rows)
-        rng = np.random.default_rng([seed, zlib.crc32(f"{gguf_name}:{fmt.name}".encode()), b])
-        draw = rng.integers(0, 10, size=(hi - lo, block_count, fmt.block_elements), dtype=np.int8)
-        if fmt.codes == (-1, 1):
-            codes = np.where(draw < 5, -1, 1).astype(np.int8)
-        else:
-            codes = (np.where(draw < 3, -1, 0) + (draw >= 7)).astype(np.int8)
-        anchor = rng.integers(0, fmt.block_elements, size=(hi - lo, block_count))
-        np.put_along_axis(codes, anchor[..., None], np.where(draw[..., :1] % 2 == 0, 1, -1).astype(np.int8), axis=2)
-        row_scale = 0.5 + np.modf((np.arange(lo, hi, dtype=np.float64) + 1.0) * INV_PHI)[0]
-        jitter = 0.75 + 0.5 * rng.random((hi - lo, block_count))
-        d = (_gain(gguf_name, width) / np.sqrt(0.6) * row_scale[:, None] * jitter).astype(np.float16)
-        out.append((codes.astype(np.float32) * d.astype(np.float32)[..., None]).reshape(hi - lo, width))
-    values = np.concatenate(out, axis=0)
+    blocks = range(start // ROW_BLOCK, (stop + ROW_BLOCK - 1) // ROW_BLOCK)
+    values = np.concatenate([_row_block(gguf_name, tuple(shape), fmt, seed, b) for b in blocks], axis=0)
     first = (start // ROW_BLOCK) * ROW_BLOCK
     return values[start - first : stop - first]
+
+
+@functools.lru_cache(maxsize=8)  # a few blocks: bounded memory for a large model
+def _row_block(gguf_name: str, shape: tuple[int, int], fmt: BlockFormat, seed: int, b: int) -> np.ndarray:
+    """Rows ``[256·b, 256·(b + 1))`` of :func:`ternary_rows` (read-only; drawn once per process: tests and the
+    writer read the same rows many times)."""
+    rows, width = shape
+    block_count = width // fmt.block_elements
+    lo, hi = b * ROW_BLOCK, min((b + 1) * ROW_BLOCK, rows)
+    rng = np.random.default_rng([seed, zlib.crc32(f"{gguf_name}:{fmt.name}".encode()), b])
+    draw = rng.integers(0, 10, size=(hi - lo, block_count, fmt.block_elements), dtype=np.int8)
+    if fmt.codes == (-1, 1):
+        codes = np.where(draw < 5, -1, 1).astype(np.int8)
+    else:
+        codes = (np.where(draw < 3, -1, 0) + (draw >= 7)).astype(np.int8)
+    anchor = rng.integers(0, fmt.block_elements, size=(hi - lo, block_count))
+    np.put_along_axis(codes, anchor[..., None], np.where(draw[..., :1] % 2 == 0, 1, -1).astype(np.int8), axis=2)
+    row_scale = 0.5 + np.modf((np.arange(lo, hi, dtype=np.float64) + 1.0) * INV_PHI)[0]
+    jitter = 0.75 + 0.5 * rng.random((hi - lo, block_count))
+    d = (_gain(gguf_name, width) / np.sqrt(0.6) * row_scale[:, None] * jitter).astype(np.float16)
+    out = (codes.astype(np.float32) * d.astype(np.float32)[..., None]).reshape(hi - lo, width)
+    out.setflags(write=False)
+    return out
 
 
 def _check(cfg: Mapping, fmt: BlockFormat, rotated: bool) -> None:
