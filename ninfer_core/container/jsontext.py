@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from typing import Any
 
 from ninfer_core.errors import SchemaError
@@ -19,20 +20,22 @@ _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class JsonObject(dict):
-    """A decoded JSON object that remembers member names it saw more than once."""
+    """A decoded JSON object that remembers member names it saw more than once; the root of a :func:`decode`
+    also whether any object below it did (``any_duplicates``)."""
 
     duplicates: tuple[str, ...] = ()
+    any_duplicates: bool | None = None  # None: not known (not the root of a decode)
+
+
+_decoding = threading.local()  # duplicates seen by the decode running on this thread
 
 
 def _object_pairs(pairs: list[tuple[str, Any]]) -> JsonObject:
-    obj = JsonObject()
-    seen_twice: list[str] = []
-    for key, value in pairs:
-        if key in obj and key not in seen_twice:
-            seen_twice.append(key)
-        obj[key] = value
-    if seen_twice:
-        obj.duplicates = tuple(seen_twice)
+    obj = JsonObject(pairs)  # the last value of a repeated name wins, as with json's own dict
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        obj.duplicates = tuple(dict.fromkeys(k for k, _ in pairs if k in seen or seen.add(k)))
+        _decoding.seen = True
     return obj
 
 
@@ -57,8 +60,12 @@ def decode(raw: bytes | bytearray, *, file: str | None = None) -> Any:
             file=file, json_path="$", section="§1", rule="json_utf8",
         ) from None
     decoder = json.JSONDecoder(object_pairs_hook=_object_pairs, parse_constant=_reject_constant)
+    _decoding.seen = False
     try:
-        return decoder.decode(text)
+        value = decoder.decode(text)
+        if isinstance(value, JsonObject):
+            value.any_duplicates = _decoding.seen
+        return value
     except json.JSONDecodeError as exc:
         message = f"directory JSON is invalid: {exc.msg} at line {exc.lineno} column {exc.colno}"
     except RecursionError:
@@ -69,7 +76,11 @@ def decode(raw: bytes | bytearray, *, file: str | None = None) -> Any:
 
 
 def _has_duplicates(value: Any) -> bool:
-    """Whether any object in ``value`` saw a member name twice (a walk over containers only, no paths)."""
+    """Whether any object in ``value`` saw a member name twice: known for the root of a :func:`decode`, else a
+    walk over containers only (no paths)."""
+    known = getattr(value, "any_duplicates", None)
+    if known is not None:
+        return known
     stack = [value]
     while stack:
         node = stack.pop()
