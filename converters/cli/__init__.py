@@ -11,6 +11,7 @@ become one line on stderr and exit code 1 (2 for usage); anything else is a bug 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 
@@ -46,6 +47,16 @@ def _load_commands() -> None:
     app.registered_commands.sort(key=lambda c: rank.get(c.name or c.callback.__name__, len(rank)))
 
 
+@functools.cache
+def _command():
+    """The click command of :data:`app`, built once per process (typer builds it anew on every call of the app:
+    about 15 ms; ``pretty_exceptions_enable`` is off, so calling it directly changes nothing else)."""
+    import typer.main
+
+    _load_commands()
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``convert`` console script (docs/cli.md §Errors): our typed errors (and running out
     of memory) exit 1 with one line on stderr, usage errors exit 2, Ctrl-C exits 130 with one line; with ``--json`` each of them
@@ -58,9 +69,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     json_out = "--json" in args
-    _load_commands()
     try:
-        code = app(args=args, standalone_mode=False, obj={"argv": args})
+        code = _command()(args=args, standalone_mode=False, obj={"argv": args})
     except NinferError as exc:
         report_error(exc, json_out=json_out)
         return 1
