@@ -224,22 +224,15 @@ def fwht(x: np.ndarray) -> np.ndarray:
     """``x · H`` for the normalized Sylvester matrix of the last axis' order (a power of two), float64, by
     the butterfly (pairs ``j``, ``j + h`` of every ``2h``-block become ``a + b``, ``a - b``): ``n log n``
     instead of the dense ``n²`` product — a 27B model rotates 10⁹ rows' blocks, and the gates un-rotate them
-    again. Every stage runs in place on one float64 copy of ``x``, through one reused half-size buffer (no
-    new arrays per stage); each output element is the same sums in the same order as the textbook
-    recursion, so results do not depend on the implementation."""
+    again. Compiled (:mod:`converters.mapping.fwht_kernel`): each row's stages run in place while the row is in
+    cache; each output element is the same sums in the same order as the textbook recursion, so results do not
+    depend on the implementation."""
+    from converters.mapping.fwht_kernel import butterfly
+
     n = x.shape[-1]
     _need(n > 0 and n & (n - 1) == 0, f"Hadamard order {n} is not a power of two")
     y = np.array(x, dtype=np.float64).reshape(-1, n)
-    diff = np.empty(y.shape[0] * (n // 2), dtype=np.float64)
-    h = 1
-    while h < n:
-        pairs = y.reshape(y.shape[0], n // (2 * h), 2, h)
-        a, b = pairs[:, :, 0, :], pairs[:, :, 1, :]
-        d = diff.reshape(a.shape)
-        np.subtract(a, b, out=d)
-        a += b
-        b[...] = d
-        h *= 2
+    butterfly(y)
     y /= np.sqrt(n)
     return y.reshape(x.shape)
 
