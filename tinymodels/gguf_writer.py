@@ -40,6 +40,7 @@ name and renamed when complete; an existing path is refused.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -57,6 +58,7 @@ from gguf import (
     GGUFWriter,
     LlamaFileType,
     SpecialVocab,
+    get_tensor_name_map,
 )
 from gguf.quants import quant_shape_to_byte_shape, quantize
 
@@ -137,6 +139,13 @@ class PlannedTensor:
 
     def encode(self, values: np.ndarray) -> np.ndarray:
         return self.codec.encode(values) if self.codec is not None else quantize(values, self.qtype)
+
+
+@functools.cache
+def tensor_name_map(arch, n_blocks: int):
+    """gguf-py's ``get_tensor_name_map(arch, n_blocks)``, built once per process (a few ms each: every model
+    written would build it again)."""
+    return get_tensor_name_map(arch, n_blocks)
 
 
 def matrix_type(name: str) -> tuple[GGMLQuantizationType, LlamaFileType]:

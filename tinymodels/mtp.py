@@ -121,7 +121,7 @@ def gguf_name(name: str, cfg: Mapping, arch: gguf.MODEL_ARCH) -> str:
     parts = name.split(".")
     if len(parts) == 3 and parts[1] in NEXTN:
         return gguf.TENSOR_NAMES[NEXTN[parts[1]][1]].format(bid=cfg["num_hidden_layers"]) + ".weight"
-    names = gguf.get_tensor_name_map(arch, cfg["num_hidden_layers"] + layers(cfg))
+    names = gguf_writer.tensor_name_map(arch, cfg["num_hidden_layers"] + layers(cfg))
     mapped = names.get_name(llama_cpp_name(name, cfg), try_suffixes=(".weight", ".bias"))
     if mapped is None:
         raise KeyError(f"{name}: no GGUF name for {arch.name}")

@@ -233,7 +233,7 @@ def gguf_plan(
     transform: Callable[[TensorSpec], Transform | None],
 ) -> list[PlannedTensor]:
     """GGUF tensors for ``specs``: names by gguf-py's ``TensorNameMap``, values via ``transform``."""
-    names = gguf.get_tensor_name_map(model_arch, cfg["num_hidden_layers"])
+    names = gguf_writer.tensor_name_map(model_arch, cfg["num_hidden_layers"])
     plan = []
     for spec in specs:
         hf_name = spec.name.replace(".dt_bias", ".dt_proj.bias")  # as Qwen3NextModel.modify_tensors renames it

@@ -33,6 +33,7 @@ any row range is produced from the parts' row blocks alone.
 
 from __future__ import annotations
 
+import collections
 import zlib
 from dataclasses import dataclass
 
@@ -90,6 +91,13 @@ class TensorSpec:
         return rows.reshape((stop - start, *self.shape[1:]))
 
     def _block(self, seed: int, block: int) -> np.ndarray:
+        key = (self.name, self.shape, self.init, seed, block)
+        cached = _BLOCKS.get(key)
+        if cached is None:
+            cached = _BLOCKS.put(key, self._draw(seed, block))
+        return cached
+
+    def _draw(self, seed: int, block: int) -> np.ndarray:
         lo = block * ROW_BLOCK
         hi = min(lo + ROW_BLOCK, self.rows)
         rng = np.random.default_rng([seed, zlib.crc32(self.name.encode()), block])
@@ -101,6 +109,32 @@ class TensorSpec:
             raw = _shape_noise(raw, self.init, self.shape, lo, hi)
         raw = round_bf16(raw)
         return np.where(np.abs(raw) < F16_MIN_NORMAL, np.float32(0), raw)
+
+
+class _BlockCache:
+    """The row blocks drawn last in this process, up to :attr:`limit` bytes (read-only arrays): tests write the
+    same tiny model many times, and a block's values depend only on its key."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.bytes, self.blocks = limit, 0, collections.OrderedDict()
+
+    def get(self, key) -> np.ndarray | None:
+        block = self.blocks.get(key)
+        if block is not None:
+            self.blocks.move_to_end(key)
+        return block
+
+    def put(self, key, block: np.ndarray) -> np.ndarray:
+        block.setflags(write=False)
+        if block.nbytes <= self.limit // 8:  # a large model's blocks pass through
+            self.blocks[key] = block
+            self.bytes += block.nbytes
+            while self.bytes > self.limit:
+                self.bytes -= self.blocks.popitem(last=False)[1].nbytes
+        return block
+
+
+_BLOCKS = _BlockCache(64 << 20)
 
 
 def _shape_noise(noise: np.ndarray, init: str, shape: tuple[int, ...], lo: int, hi: int) -> np.ndarray:

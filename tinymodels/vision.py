@@ -203,7 +203,7 @@ def mmproj_tensors(cfg: Mapping, seed: int = 0, matrix_type: str = "F32") -> lis
     """The mmproj tensors in llama.cpp's order and types (the Conv3d split in time)."""
     if cfg["temporal_patch_size"] != 2:
         raise ValueError("llama.cpp's Qwen3VLVisionModel only supports temporal_patch_size 2")
-    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, cfg["depth"])
+    names = gguf_writer.tensor_name_map(gguf.MODEL_ARCH.MMPROJ, cfg["depth"])
     plan = []
     for spec in tower_specs(cfg):
         if spec.name.endswith("patch_embed.proj.weight"):

@@ -11,6 +11,7 @@ raise :class:`ExprError` naming the expression.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Mapping
 
 _BINOPS = {
@@ -38,6 +39,13 @@ def parse(text: str | int) -> ast.expr:
         raise ExprError(f"expected an integer expression, got {type(text).__name__} {text!r}")
     if len(text) > MAX_EXPR_CHARS:
         raise ExprError(f"expression longer than {MAX_EXPR_CHARS} characters")
+    return _parse_text(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text: str) -> ast.expr:
+    """The checked tree of ``text`` (cached: a mapping repeats its few formulas for every layer and expert; the
+    tree is only read)."""
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
