@@ -91,6 +91,8 @@ class TensorSpec:
         return rows.reshape((stop - start, *self.shape[1:]))
 
     def _block(self, seed: int, block: int) -> np.ndarray:
+        if self.size * 4 > CACHED_TENSOR_BYTES:  # a real-size tensor streams: its blocks are drawn when asked
+            return self._draw(seed, block)
         key = (self.name, self.shape, self.init, seed, block)
         cached = _BLOCKS.get(key)
         if cached is None:
@@ -111,9 +113,13 @@ class TensorSpec:
         return np.where(np.abs(raw) < F16_MIN_NORMAL, np.float32(0), raw)
 
 
+#: tensors up to this size (float32 bytes) keep their drawn blocks (:class:`_BlockCache`): a tiny model's
+CACHED_TENSOR_BYTES = 256 << 10
+
+
 class _BlockCache:
-    """The row blocks drawn last in this process, up to :attr:`limit` bytes (read-only arrays): tests write the
-    same tiny model many times, and a block's values depend only on its key."""
+    """The row blocks of small tensors drawn last in this process, up to :attr:`limit` bytes (read-only arrays):
+    tests write the same tiny model many times, and a block's values depend only on its key."""
 
     def __init__(self, limit: int) -> None:
         self.limit, self.bytes, self.blocks = limit, 0, collections.OrderedDict()
@@ -126,15 +132,14 @@ class _BlockCache:
 
     def put(self, key, block: np.ndarray) -> np.ndarray:
         block.setflags(write=False)
-        if block.nbytes <= self.limit // 8:  # a large model's blocks pass through
-            self.blocks[key] = block
-            self.bytes += block.nbytes
-            while self.bytes > self.limit:
-                self.bytes -= self.blocks.popitem(last=False)[1].nbytes
+        self.blocks[key] = block
+        self.bytes += block.nbytes
+        while self.bytes > self.limit:
+            self.bytes -= self.blocks.popitem(last=False)[1].nbytes
         return block
 
 
-_BLOCKS = _BlockCache(64 << 20)
+_BLOCKS = _BlockCache(32 << 20)
 
 
 def _shape_noise(noise: np.ndarray, init: str, shape: tuple[int, ...], lo: int, hi: int) -> np.ndarray:
