@@ -55,13 +55,18 @@ def _blocks(order: np.ndarray, size: int) -> np.ndarray:
 
 
 def fused_rows(storage: Storage, spec, name: str) -> np.ndarray | None:
-    """The rows of its source tensor that parameter ``name`` is, by the source's conventions alone; None where
-    the source stores it as a tensor of its own (the rows the mapping reads are then not a convention)."""
+    """The rows of its fused source tensor that parameter ``name`` is, ascending, by the source's conventions
+    alone; None where they state no fused tensor for it (the rows the mapping reads are then not checked)."""
     leaf = name.split("/", 3)[-1]
-    if not (storage.gated_query_fused and leaf in ("attention/query", "attention/gate")):
-        return None
-    d, offset = spec.head_dim, 0 if leaf == "attention/query" else spec.head_dim
-    return (np.arange(spec.num_heads)[:, None] * 2 * d + offset + np.arange(d)[None, :]).reshape(-1)
+    if storage.gated_query_fused and leaf in ("attention/query", "attention/gate"):
+        d, offset = spec.head_dim, 0 if leaf == "attention/query" else spec.head_dim
+        return (np.arange(spec.num_heads)[:, None] * 2 * d + offset + np.arange(d)[None, :]).reshape(-1)
+    if storage.gdn_qkv_fused and leaf in ("gdn/query", "gdn/key", "gdn/value"):
+        kd = spec.linear_num_key_heads * spec.linear_key_head_dim
+        start = {"gdn/query": 0, "gdn/key": kd, "gdn/value": 2 * kd}[leaf]
+        width = kd if leaf != "gdn/value" else spec.linear_num_value_heads * spec.linear_value_head_dim
+        return np.arange(start, start + width)
+    return None
 
 
 def to_logical(storage: Storage, spec, name: str, x: np.ndarray, tensor: str = "") -> np.ndarray:
@@ -112,8 +117,8 @@ class SourceReading:
         shape = values.shape
         source = self.source(name)
         rows = fused_rows(self.storage, self.spec, name) if whole else None
-        if rows is not None and not np.array_equal(source.chain.row_sources(), rows):
-            stored = self.rebuilt(source)[rows]
+        if rows is not None and not np.array_equal(np.sort(source.chain.row_sources()), rows):
+            stored = self.rebuilt(source)[rows]  # in the source's order: the conventions below reorder it
         else:
             stored = source.chain.source_order(values.reshape(-1, source.chain.n_columns), whole=whole)
         if source.transposed:  # read transposed: the tensor holds the transpose (one expert's matrix)

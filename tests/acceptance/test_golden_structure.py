@@ -53,12 +53,17 @@ V_HEADS_TILED = ("value heads left tiled", "text/layers/", "gdn/", lambda t: re.
 QUERY_GATE_SWAPPED = ("query and gate taken for each other", "text/layers/", "attention/", lambda t: t.replace(
     "offset: 0, count: head_dim", "offset: GATE").replace("offset: head_dim, count: head_dim", "offset: 0, count: head_dim")
     .replace("offset: GATE", "offset: head_dim, count: head_dim"))
+GDN_QK_SWAPPED = ("gated delta net query and key taken for each other", "text/layers/", "gdn/", lambda t: t.replace(
+    "row_slice: {start: 0, stop: key_dim}", "row_slice: {start: KEY}").replace(
+    "row_slice: {start: key_dim, stop: 2 * key_dim}", "row_slice: {start: 0, stop: key_dim}").replace(
+    "row_slice: {start: KEY}", "row_slice: {start: key_dim, stop: 2 * key_dim}"))
 SSM_A = ("ssm_a taken for A_log", "text/layers/", "gdn/a_log", lambda t: t.replace("\n          - a_log_from_ssm_a", ""))
 
 
 @pytest.mark.parametrize("defect, recipe", [(NO_NORM_SHIFT, "groupwise-int"), (NO_NORM_SHIFT, "bf16"),
                                             (NO_NORM_SHIFT, "exact"), (V_HEADS_TILED, "groupwise-int"),
-                                            (SSM_A, "groupwise-int"), (QUERY_GATE_SWAPPED, "groupwise-int")], ids=lambda x: x[0] if isinstance(x, tuple) else x)
+                                            (SSM_A, "groupwise-int"), (QUERY_GATE_SWAPPED, "groupwise-int"),
+                                            (GDN_QK_SWAPPED, "groupwise-int")], ids=lambda x: x[0] if isinstance(x, tuple) else x)
 def test_a_mapping_convention_error_fails_the_structure_question(src, tmp_path, monkeypatch, defect, recipe):
     _, prefix, leaf, edit = defect
     doctored(tmp_path, monkeypatch, edit)

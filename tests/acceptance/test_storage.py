@@ -68,6 +68,9 @@ def test_gguf_conventions_undo_what_llama_cpp_wrote():
     assert q.tolist()[:d] == list(range(d)) and g.tolist()[:d] == list(range(d, 2 * d))
     assert sorted(np.concatenate([q, g]).tolist()) == list(range(2 * d * spec.num_heads))
     assert fused_rows(LOGICAL, spec, "text/layers/3/attention/query") is None
+    qkv = [fused_rows(storage, spec, f"text/layers/0/gdn/{p}") for p in ("query", "key", "value")]
+    kd = spec.linear_num_key_heads * spec.linear_key_head_dim
+    assert [len(r) for r in qkv] == [kd, kd, hv * dv] and np.concatenate(qkv).tolist() == list(range(2 * kd + hv * dv))
 
 
 def test_recipes_state_their_budget_and_it_is_validated(tmp_path):

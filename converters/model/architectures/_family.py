@@ -59,6 +59,8 @@ class Storage:
     - ``decay_as_ssm_a`` — ``A_log`` is stored as ``ssm_a = -exp(A_log)``;
     - ``gated_query_fused`` — the gated attention's query and gate are one tensor (``q_proj``, ``attn_q``) of
       ``2·head_dim`` rows per head, ``[query | gate]``;
+    - ``gdn_qkv_fused`` — the gated delta net's query, key and value are one tensor (``in_proj_qkv``,
+      ``attn_qkv``): rows ``[0, Hk·dk)``, ``[Hk·dk, 2·Hk·dk)`` and the value rows after them;
     - ``transposed_expert_banks`` — a fused expert bank (``mlp.experts.gate_up_proj``, ``mlp.experts.down_proj``)
       stores each expert's matrix as ``[in, out]``."""
 
@@ -67,6 +69,7 @@ class Storage:
     tiled_output_columns: bool = False
     decay_as_ssm_a: bool = False
     gated_query_fused: bool = False
+    gdn_qkv_fused: bool = False
     transposed_expert_banks: bool = False
 
 

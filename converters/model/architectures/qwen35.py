@@ -24,12 +24,13 @@ MODEL_TYPES = ("qwen3_5", "qwen3_5_text")
 COMPONENTS = ("mtp", "vision", "dflash", "dflash2")
 MTP = "qwen35_mtp"
 GOLDEN = Family("qwen3_5", zero_centred_norms=True, attn_output_gate=True, hybrid=True, partial_rotary_factor=0.25)
-#: ``q_proj`` holds per head ``[query | gate]`` (transformers ``Qwen3_5Attention``)
-HF_STORAGE = Storage(gated_query_fused=True)
-#: llama.cpp's ``Qwen3_5TextModel.modify_tensors``: ``attn_q`` as ``q_proj``, norms +1, value heads tiled (rows and
+#: ``q_proj`` holds per head ``[query | gate]`` (transformers ``Qwen3_5Attention``), ``in_proj_qkv`` is
+#: ``[q | k | v]`` (``Qwen3_5GatedDeltaNet``)
+HF_STORAGE = Storage(gated_query_fused=True, gdn_qkv_fused=True)
+#: llama.cpp's ``Qwen3_5TextModel.modify_tensors``: ``attn_q`` as ``q_proj``, ``attn_qkv`` as ``in_proj_qkv``, norms +1, value heads tiled (rows and
 #: ``ssm_out`` columns), ``ssm_a = -exp(A_log)`` (docs/gguf-conventions.md)
 GGUF_STORAGE = Storage(shifted_norms=True, tiled_value_heads=True, tiled_output_columns=True, decay_as_ssm_a=True,
-                       gated_query_fused=True)
+                       gated_query_fused=True, gdn_qkv_fused=True)
 heads = _heads.hybrid
 
 

@@ -27,8 +27,9 @@ COMPONENTS = ("dflash", "dflash2")
 GOLDEN = replace(qwen35.GOLDEN, moe=MoeKind(shared_expert=True, norm_topk_default=True, dense_layers=True))
 #: llama.cpp's ``Qwen3NextModel.modify_tensors``: norms +1, ``ssm_a = -exp(A_log)``; value heads stay grouped
 #: (docs/gguf-conventions.md)
-GGUF_STORAGE = replace(qwen35.GGUF_STORAGE, tiled_value_heads=False, tiled_output_columns=False)
-HF_STORAGE = qwen35.HF_STORAGE  # q_proj per head [query | gate] (Qwen3NextAttention)
+GGUF_STORAGE = replace(qwen35.GGUF_STORAGE, tiled_value_heads=False, tiled_output_columns=False, gdn_qkv_fused=False)
+#: q_proj per head [query | gate] (Qwen3NextAttention); its fused in_proj_qkvz is grouped per key head, not stated
+HF_STORAGE = replace(qwen35.HF_STORAGE, gdn_qkv_fused=False)
 heads = _heads.hybrid
 
 
