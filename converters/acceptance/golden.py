@@ -487,14 +487,20 @@ def forward(config: Mapping, params: Mapping[str, np.ndarray], tokens: Sequence[
     return logits
 
 
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine of two arrays seen as flat vectors, in float64 (two zero arrays: 1.0; one: 0.0)."""
+    a64, b64 = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
+    denom = np.linalg.norm(a64) * np.linalg.norm(b64)
+    return float(np.dot(a64, b64) / denom) if denom > 0 else float(np.array_equal(a64, b64))
+
+
 def compare_logits(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
     """``top1_agreement`` (fraction of positions whose argmax agrees), ``max_abs_error``, ``cosine``."""
     a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
     if a64.shape != b64.shape or a64.ndim != 2:
         raise ValueError(f"logits must be two [T, V] arrays of one shape, got {a64.shape} and {b64.shape}")
-    denom = np.linalg.norm(a64) * np.linalg.norm(b64)
     return {
         "top1_agreement": float(np.mean(a64.argmax(axis=-1) == b64.argmax(axis=-1))),
         "max_abs_error": float(np.max(np.abs(a64 - b64))),
-        "cosine": float(np.dot(a64.ravel(), b64.ravel()) / denom) if denom > 0 else float(np.array_equal(a64, b64)),
+        "cosine": cosine(a64, b64),
     }

@@ -43,6 +43,12 @@ def source_storage(model) -> Storage:
     return getattr(model.architecture, f"{kind}_STORAGE", LOGICAL)
 
 
+def storage_name(model) -> str:
+    """``hf`` / ``gguf`` (the logical form), or ``<kind>:<architecture>`` whose stated conventions apply."""
+    kind = getattr(model.source, "kind", "hf")
+    return kind if source_storage(model) == LOGICAL else f"{kind}:{model.architecture.NAME}"
+
+
 def tiled_to_grouped(n_value_heads: int, n_key_heads: int) -> np.ndarray:
     """``order[g]``: the tiled position of grouped value head ``g``. Tiled ``t = j·Hk + k`` and grouped
     ``g = k·r + j`` name replica ``j`` of key head ``k``: laid out as a ``[r, Hk]`` grid of tiled positions,
@@ -107,15 +113,9 @@ class SourceReading:
         self.bound, self.spec, self.storage, self.fetch = model.bound, spec, source_storage(model), fetch
         self.names = {p.name for p in model.bound.parameters}
 
-    def source(self, name: str):
-        p = self.bound.parameter(name if name in self.names else "text/token_embedding")
-        while p.source is None:  # tied: read through the target's chain
-            p = self.bound.parameter(p.tied_to)
-        return p.source
-
     def __call__(self, name: str, values: np.ndarray, whole: bool = True) -> np.ndarray:
         shape = values.shape
-        source = self.source(name)
+        source = self.bound.source_of(name if name in self.names else "text/token_embedding")
         rows = fused_rows(self.storage, self.spec, name) if whole else None
         if rows is not None and not np.array_equal(np.sort(source.chain.row_sources()), rows):
             stored = self.rebuilt(source)[rows]  # in the source's order: the conventions below reorder it

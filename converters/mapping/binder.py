@@ -89,6 +89,12 @@ class BoundModel:
                 return p
         raise KeyError(name)
 
+    def source_of(self, name: str) -> BoundSource:
+        """Where parameter ``name``'s values come from: its own source, or a tied parameter's target's (a tie is
+        bound to its final target)."""
+        p = self.parameter(name)
+        return p.source if p.source is not None else self.parameter(p.tied_to).source
+
     def names(self) -> list[str]:
         return [p.name for p in self.parameters]
 

@@ -144,13 +144,12 @@ class SourceRows:
     ``proposal/token_ids``, container §9.2)."""
 
     def __init__(self, sources: Mapping, p, bound, ids: np.ndarray | None = None) -> None:
-        while p.source is None:  # tied: the target's values
-            p = bound.parameter(p.tied_to)
-        self.chain = p.source.chain
-        self.file = sources[p.source.input]
-        self.tensor = open_rows(sources, p.source)
+        source = p.source if p.source is not None else bound.source_of(p.tied_to)  # tied: the target's values
+        self.chain = source.chain
+        self.file = sources[source.input]
+        self.tensor = open_rows(sources, source)
         self.n_rows, self.k = self.chain.n_rows, self.chain.n_columns
-        self.source = p.source.tensor
+        self.source = source.tensor
         self.ids = None
         if ids is not None:
             ids = np.asarray(ids, dtype=np.int64).reshape(-1)

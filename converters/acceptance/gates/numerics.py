@@ -31,11 +31,10 @@ from converters.acceptance.gates.codes import finding
 from converters.acceptance.gates.decode import ArtifactRows, LazyParameters, SourceRows
 from converters.acceptance.gates.library_rule import library_rule
 from converters.acceptance.gates.values import EXACT_LABELS, object_facts
-from converters.acceptance.golden import MoeSpec, TextSpec, compare_logits, forward, parameter_shapes
+from converters.acceptance.golden import MoeSpec, TextSpec, compare_logits, cosine, forward, parameter_shapes
 from converters.acceptance.report import Finding
-from converters.acceptance.storage import ReadBack, SourceReading, source_storage
+from converters.acceptance.storage import ReadBack, SourceReading, storage_name
 from converters.errors import ConverterError
-from converters.model.architectures._family import LOGICAL
 from ninfer_core import codecs
 
 N_TOKENS = 16
@@ -152,15 +151,9 @@ def _both_forwards(source, artifact, tokens, layers: list[int], progress) -> tup
         return runs[0].result(), runs[1].result()
 
 
-def _hidden_cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a64, b64 = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
-    denom = np.linalg.norm(a64) * np.linalg.norm(b64)
-    return float(np.dot(a64, b64) / denom) if denom > 0 else float(np.array_equal(a64, b64))
-
-
 def per_layer(a: dict[int, np.ndarray], b: dict[int, np.ndarray]) -> list[dict]:
     """``[{layer, cosine}]``: the two forwards' hidden states after each layer both ran, compared."""
-    return [{"layer": n, "cosine": float(f"{_hidden_cosine(a[n], b[n]):.9g}")} for n in a if n in b]
+    return [{"layer": n, "cosine": float(f"{cosine(a[n], b[n]):.9g}")} for n in a if n in b]
 
 
 def cost_budget(art, precision: Threshold) -> tuple[Threshold, str]:
@@ -231,8 +224,8 @@ def check_golden(art, model, art_config, *, sweep: bool = False, progress=None) 
     hidden_src, hidden_art = {}, {}
     reference, candidate = _both_forwards((model.config, src, hidden_src.__setitem__),
                                           (art_config, got, hidden_art.__setitem__), tokens, layers, progress)
-    issues, structure = _structure(model, art, art_config, spec_src, spec_art, reading, got, tokens, layers,
-                                   candidate, hidden_art, artifact)
+    issues, structure = _structure(model, spec_src, spec_art, reading, got, tokens, layers, candidate, hidden_art,
+                                   artifact)
     metrics = compare_logits(reference, candidate)
     th, budget_from = cost_budget(art, precision_class(art, shapes_art))
     cost_layers = per_layer(hidden_src, hidden_art)
@@ -256,7 +249,7 @@ def check_golden(art, model, art_config, *, sweep: bool = False, progress=None) 
     return issues, evidence
 
 
-def _structure(model, art, art_config, spec_src, spec_art, reading, got, tokens, layers, candidate, hidden_art,
+def _structure(model, spec_src, spec_art, reading, got, tokens, layers, candidate, hidden_art,
                artifact) -> tuple[list[Finding], dict]:
     """The structure question (docs/acceptance.md §Golden: two questions): the artifact's forward against the
     source's forward, under the source's config and conventions, on the artifact's values read back
@@ -266,7 +259,7 @@ def _structure(model, art, art_config, spec_src, spec_art, reading, got, tokens,
     configs = spec_differences(spec_src, spec_art)
     differing = {n: d for n, d in got.differences.items() if d > 0.0}
     evidence = {"thresholds": {"cosine": STRUCTURE.cosine, "top1_agreement": STRUCTURE.top1},
-                "storage": source_storage_name(model), "parameters_read_back": len(got.differences),
+                "storage": storage_name(model), "parameters_read_back": len(got.differences),
                 "max_read_back_difference": float(f"{max(got.differences.values(), default=0.0):.9g}")}
     if not configs and not differing:
         return [], {**evidence, "second_forward": False, "cosine": 1.0, "top1_agreement": 1.0, "max_abs_error": 0.0}
@@ -300,10 +293,3 @@ def _structure(model, art, art_config, spec_src, spec_art, reading, got, tokens,
     path = top[0][0] if top else None
     return [finding("VERIFY_GOLDEN_STRUCTURE", f"structure: the source's conventions read the artifact as another "
                     f"function: {'; '.join(what)}", path=path, detail=evidence)], evidence
-
-
-def source_storage_name(model) -> str:
-    """``hf`` / ``gguf`` (the logical form), or ``<kind>:<architecture>`` with the conventions that architecture
-    states for that kind of source."""
-    kind = getattr(model.source, "kind", "hf")
-    return kind if source_storage(model) == LOGICAL else f"{kind}:{model.architecture.NAME}"
